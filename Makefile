@@ -1,0 +1,33 @@
+# Two commands do all set-up: `make run` (install + start the app) and
+# `make test` (install + run every test). Both create .venv when it is missing.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8501
+
+.PHONY: run test test-fast bench install clean-venv
+
+$(STAMP): requirements.txt requirements-test.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -r requirements.txt -r requirements-test.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m streamlit run app.py --server.port $(PORT)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+# Everything but the slow end-to-end browser and behaviour tests.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+bench: $(STAMP)
+	$(PY) -m cfl_core bench --out benchmarks/RESULTS.md --json benchmarks/results.json
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,55 @@
+"""`python -m cfl_core` — one entry point, one module per subcommand.
+
+Each command module defines `register(subparsers)` that adds its parser and sets
+`func` (a callable taking the parsed args and returning an exit code).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..errors import ConfigError, DataUnavailable
+
+# (module name, one-line help) in the order `--help` lists them.
+COMMAND_MODULES = [
+    "datasets_cmd",
+    "partition_cmd",
+    "run_cmd",
+    "compare_cmd",
+    "bench_cmd",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m cfl_core",
+        description="CFL Lab: clustered federated learning simulations.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{name}":
+                continue  # a command not written yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (ConfigError, DataUnavailable) as exc:
+        # People get one readable line, never a traceback, for requests that cannot work.
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,29 @@
+"""Errors that carry a message meant for people, not a traceback."""
+
+
+class ConfigError(ValueError):
+    """A request that cannot work, found before any work is done.
+
+    The message always names the parameter, the value given and what is allowed,
+    so the CLI and the dashboard can show it as it is.
+    """
+
+    def __init__(self, parameter: str, value, allowed: str):
+        self.parameter = parameter
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{parameter}={value!r} is not allowed: {allowed}")
+
+
+class DataUnavailable(RuntimeError):
+    """A data source whose files are not on this machine.
+
+    `searched` lists every place looked in; `how_to_get` is a one-line instruction.
+    """
+
+    def __init__(self, name: str, searched: list[str], how_to_get: str):
+        self.name = name
+        self.searched = list(searched)
+        self.how_to_get = how_to_get
+        where = ", ".join(self.searched) if self.searched else "nowhere"
+        super().__init__(f"data set {name!r} was not found (looked in: {where}). To get it: {how_to_get}")
