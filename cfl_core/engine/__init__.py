@@ -1,0 +1,1 @@
+"""The shared engine: federation tensors, batchable models, one training path."""

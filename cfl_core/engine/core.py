@@ -1,0 +1,162 @@
+"""Engine: what every algorithm calls to train, aggregate, and measure losses.
+
+Algorithms decide who uses which model; the engine does the work, in chunks of
+clients so memory stays bounded however many clients there are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .federation import Federation
+from .models import ModelSpec, per_sample_correct, per_sample_loss
+from .training import TrainConfig, batch_schedule, full_gradients, masked_mean, train_batched
+
+AGGREGATIONS = ("model", "gradient")  # CLoVE's Option I (model averaging) and Option II
+
+
+@dataclass
+class Evaluation:
+    loss: torch.Tensor  # [P] mean test loss per client
+    accuracy: torch.Tensor | None  # [P] test accuracy per client; None for regression / reconstruction
+
+
+class Engine:
+    def __init__(self, spec: ModelSpec, fed: Federation, train: TrainConfig, seed: int,
+                 aggregation: str = "model", memory_budget_mb: int = 768):
+        self.spec = spec
+        self.fed = fed
+        self.train_cfg = train
+        self.seed = seed
+        self.aggregation = aggregation
+        self.memory_budget = memory_budget_mb * 2**20
+
+    # -- sizing -----------------------------------------------------------
+    def _train_chunk(self) -> int:
+        batch = max(1, min(self.train_cfg.batch_size, int(self.fed.x_train.shape[1])))
+        per_client = 4 * (6 * self.spec.dim + batch * self.spec.activation_floats())
+        return max(1, self.memory_budget // per_client)
+
+    def _eval_chunk(self, samples_per_client: int) -> int:
+        per_client = 4 * max(1, samples_per_client) * self.spec.activation_floats()
+        return max(1, self.memory_budget // per_client)
+
+    def weights(self, clients: torch.Tensor) -> torch.Tensor:
+        """Aggregation weight of each client: its training sample count."""
+        return self.fed.n_train[clients.to(self.fed.device)].to(torch.float32)
+
+    # -- local training -----------------------------------------------------
+    def local_train(self, start: torch.Tensor, clients: torch.Tensor, round_index: int
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Train start[i] on client clients[i]; returns (params [P, D], mean train loss [P])."""
+        clients = clients.cpu()
+        outs, losses = [], []
+        chunk = self._train_chunk()
+        for lo in range(0, len(clients), chunk):
+            ids = clients[lo : lo + chunk]
+            sched = batch_schedule(self.fed.n_train[ids.to(self.fed.device)].cpu(), ids, self.seed, round_index,
+                                   self.train_cfg)
+            params, loss = train_batched(self.spec, start[lo : lo + chunk], self.fed, ids, sched, self.train_cfg)
+            outs.append(params)
+            losses.append(loss)
+        if not outs:
+            return start.new_zeros(0, self.spec.dim), torch.zeros(0)
+        return torch.cat(outs), torch.cat(losses).cpu()
+
+    def train_and_aggregate(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor,
+                            round_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """One federated round for every model: clients train from their model, the server averages.
+
+        `model_of[i]` is the model client `clients[i]` trains. Models nobody trained stay as they were.
+        Returns (new models [K, D], mean train loss per client [P]). Memory is bounded by chunking.
+        """
+        device = self.fed.device
+        models = models.to(device)
+        clients, model_of = clients.cpu(), model_of.to(device)
+        sums = torch.zeros_like(models)
+        totals = torch.zeros(models.shape[0], device=device)
+        losses = []
+        chunk = self._train_chunk()
+        for lo in range(0, len(clients), chunk):
+            ids, owners = clients[lo : lo + chunk], model_of[lo : lo + chunk]
+            w = self.weights(ids)
+            if self.aggregation == "gradient":
+                contribution = full_gradients(self.spec, models[owners], self.fed, ids)
+                losses.append(torch.full((len(ids),), float("nan")))
+            else:
+                contribution, loss = self.local_train(models[owners], ids, round_index)
+                losses.append(loss)
+            sums.index_add_(0, owners, contribution * w[:, None])
+            totals.index_add_(0, owners, w)
+        trained = totals > 0
+        mean = sums / totals.clamp(min=1e-12)[:, None]
+        if self.aggregation == "gradient":
+            new = torch.where(trained[:, None], models - self.train_cfg.lr * mean, models)
+        else:
+            new = torch.where(trained[:, None], mean, models)
+        return new, (torch.cat(losses) if losses else torch.zeros(0))
+
+    # -- measuring ------------------------------------------------------------
+    @torch.no_grad()
+    def loss_matrix(self, models: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+        """Mean training loss of every client on every model, `[P, K]` on the CPU.
+
+        Each model sees a whole chunk of clients' samples as one batch: a model
+        shared by many clients needs no per-client copies.
+        """
+        device = self.fed.device
+        models = models.to(device)
+        clients = clients.to(device)
+        n_max = int(self.fed.x_train.shape[1])
+        out = torch.zeros(len(clients), models.shape[0])
+        mask_all = self.fed.train_mask()
+        chunk = self._eval_chunk(n_max)
+        for lo in range(0, len(clients), chunk):
+            ids = clients[lo : lo + chunk]
+            x = self.fed.x_train[ids].reshape(1, len(ids) * n_max, *self.fed.input_shape)
+            y = self.fed.y_train[ids].reshape(1, -1)
+            mask = mask_all[ids]
+            for k in range(models.shape[0]):
+                per = per_sample_loss(self.spec.loss_kind, self.spec.forward(models[k : k + 1], x), x, y)
+                out[lo : lo + len(ids), k] = masked_mean(per.view(len(ids), n_max), mask).cpu()
+        return out
+
+    @torch.no_grad()
+    def evaluate(self, models: torch.Tensor, model_of: torch.Tensor, clients: torch.Tensor | None = None
+                 ) -> Evaluation:
+        """Test loss and accuracy of each client on its own model `models[model_of[i]]`."""
+        fed, device = self.fed, self.fed.device
+        clients = torch.arange(fed.num_clients) if clients is None else clients.cpu()
+        model_of = model_of.cpu()
+        n_max = int(fed.x_test.shape[1])
+        loss = torch.zeros(len(clients))
+        correct = torch.zeros(len(clients))
+        mask_all = fed.test_mask()
+        chunk = self._eval_chunk(n_max)
+        models = models.to(device)
+        for lo in range(0, len(clients), chunk):
+            ids, owners = clients[lo : lo + chunk].to(device), model_of[lo : lo + chunk].to(device)
+            x, y, mask = fed.x_test[ids], fed.y_test[ids], mask_all[ids]
+            if models.shape[0] <= 16:
+                # few models: one big batch per model, no per-client parameter copies
+                out_loss = torch.zeros(len(ids), n_max, device=device)
+                out_correct = torch.zeros(len(ids), n_max, device=device)
+                for k in torch.unique(owners).tolist():
+                    sel = (owners == k).nonzero().squeeze(1)
+                    xs = x[sel].reshape(1, -1, *fed.input_shape)
+                    ys = y[sel].reshape(1, -1)
+                    out = self.spec.forward(models[k : k + 1], xs)
+                    out_loss[sel] = per_sample_loss(self.spec.loss_kind, out, xs, ys).view(len(sel), n_max)
+                    c = per_sample_correct(self.spec.loss_kind, out, ys)
+                    if c is not None:
+                        out_correct[sel] = c.view(len(sel), n_max)
+            else:
+                out = self.spec.forward(models[owners], x)
+                out_loss = per_sample_loss(self.spec.loss_kind, out, x, y)
+                c = per_sample_correct(self.spec.loss_kind, out, y)
+                out_correct = c if c is not None else torch.zeros_like(out_loss)
+            loss[lo : lo + len(ids)] = masked_mean(out_loss, mask).cpu()
+            correct[lo : lo + len(ids)] = masked_mean(out_correct, mask).cpu()
+        has_accuracy = per_sample_correct(self.spec.loss_kind, torch.zeros(1, 1, 2), torch.zeros(1, 1)) is not None
+        return Evaluation(loss, correct if has_accuracy else None)
