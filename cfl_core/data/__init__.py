@@ -1,0 +1,23 @@
+"""Data sources: every source loads into the same small Dataset (see base.py).
+
+    load_dataset(name, data_dir=None, download=False, seed=0) -> Dataset
+    dataset_info(name) -> DatasetInfo      static facts, loads nothing
+    source_status() -> list[SourceStatus]  what is available here, how to get the rest
+"""
+from .bad_file import BadDataFile
+from .base import CLASSIFICATION, REGRESSION, Dataset, DatasetInfo
+from .registry import SOURCES, SourceStatus, dataset_info, download_source, load_dataset, source_status
+
+__all__ = [
+    "BadDataFile",
+    "CLASSIFICATION",
+    "REGRESSION",
+    "Dataset",
+    "DatasetInfo",
+    "SOURCES",
+    "SourceStatus",
+    "dataset_info",
+    "download_source",
+    "load_dataset",
+    "source_status",
+]
