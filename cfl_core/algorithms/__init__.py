@@ -1,0 +1,15 @@
+"""Algorithm registry: name -> strategy class (each in its own short file)."""
+from __future__ import annotations
+
+from .base import Algorithm, RoundOutcome, RunContext
+from .clove import Clove
+from .fedavg import FedAvg
+from .ifca import IFCA
+from .local import LocalOnly
+from .oracle import Oracle
+
+ALGORITHMS: dict[str, type[Algorithm]] = {
+    cls.name: cls for cls in (Clove, IFCA, FedAvg, LocalOnly, Oracle)
+}
+
+__all__ = ["ALGORITHMS", "Algorithm", "RoundOutcome", "RunContext"]

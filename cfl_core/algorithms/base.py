@@ -1,0 +1,201 @@
+"""What an algorithm is: a small strategy over the shared engine.
+
+An algorithm decides which model each client trains and which models are
+aggregated; the engine does the training, aggregation and loss measurement
+for all of them alike. Subclasses set the class attributes, an `Options`
+dataclass for their own settings, and implement `setup` and `run_round`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..engine.seeding import numpy_rng
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    def check(self, cfg) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class InitOptions:
+    """Options of the initialisation modes shared by IFCA, CLoVE and FeSEM."""
+
+    restart_min_share: float | None = None  # `restarts`: each model must win this share at round 0 (default 1/(2K))
+    restart_attempts: int = 50
+
+    def check(self, cfg) -> None:
+        if self.restart_min_share is not None and not 0 < self.restart_min_share <= 1 / max(1, cfg.models or 1):
+            raise ConfigError("options.restart_min_share", self.restart_min_share,
+                              f"a share in (0, 1/models] = (0, {1 / max(1, cfg.models or 1):.3g}]")
+        if self.restart_attempts < 1:
+            raise ConfigError("options.restart_attempts", self.restart_attempts, "a whole number >= 1")
+
+
+@dataclass
+class RoundOutcome:
+    phase: str
+    loss_matrix: torch.Tensor | None  # [P, K] rows follow the participants; None when not computed
+    bytes_down: int
+    bytes_up: int
+    train_loss: torch.Tensor | None = None  # [P]
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunContext:
+    config: Any  # ExperimentConfig
+    engine: Any  # Engine
+    options: Any  # the algorithm's parsed Options
+    true_clusters: Any  # callable -> current true cluster id per client (changes under shift)
+
+    @property
+    def fed(self):
+        return self.engine.fed
+
+    @property
+    def spec(self):
+        return self.engine.spec
+
+
+def parse_options(options_cls, raw: dict[str, Any] | None):
+    """Turn a dict (from JSON, the CLI or the UI) into the Options dataclass, checking names and types."""
+    raw = dict(raw or {})
+    fields = {f.name: f for f in dataclasses.fields(options_cls)}
+    hints = typing.get_type_hints(options_cls)
+    values = {}
+    for key, value in raw.items():
+        if key not in fields:
+            allowed = ", ".join(sorted(fields)) or "none for this algorithm"
+            raise ConfigError(f"options.{key}", value, f"an option of this algorithm ({allowed})")
+        values[key] = _coerce(f"options.{key}", value, hints[key])
+    return options_cls(**values)
+
+
+def _coerce(name: str, value, hint):
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    base = next((a for a in args if a is not type(None)), hint) if args else hint
+    if value is None or (isinstance(value, str) and value.lower() in ("", "none", "null")):
+        if optional:
+            return None
+        raise ConfigError(name, value, f"a {base.__name__}")
+    try:
+        if base is bool:
+            if isinstance(value, str):
+                if value.lower() in ("true", "1", "yes", "on"):
+                    return True
+                if value.lower() in ("false", "0", "no", "off"):
+                    return False
+                raise ValueError
+            return bool(value)
+        if base is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value)
+        if base is float:
+            return float(value)
+        if base is str:
+            return str(value)
+    except (TypeError, ValueError):
+        pass
+    else:
+        return value
+    raise ConfigError(name, value, f"a {base.__name__}" + (" or none" if optional else ""))
+
+
+class Algorithm:
+    name = "base"
+    label = "Base"
+    summary = ""
+    needs_models = False  # True: the user must give K-hat (--models)
+    uses_init_mode = False  # True: --init (same / different / restarts) applies
+    has_loss_vectors = False  # True: records carry a loss matrix the dashboard can embed
+    Options = NoOptions
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.cfg = ctx.config
+        self.engine = ctx.engine
+        self.opts = ctx.options
+        self.model_bytes = ctx.spec.bytes_per_model
+        self.models: torch.Tensor | None = None
+        self.assign = torch.full((ctx.fed.num_clients,), -1, dtype=torch.int64)
+
+    # -- configuration -----------------------------------------------------
+    @classmethod
+    def validate_config(cls, cfg) -> None:
+        if cls.needs_models and cfg.models is None:
+            raise ConfigError("models", None, f"a number of models (K-hat >= 1): {cls.name} needs one")
+        cls.parse_options(cfg.options).check(cfg)
+
+    @classmethod
+    def parse_options(cls, raw):
+        return parse_options(cls.Options, raw)
+
+    @property
+    def num_models(self) -> int:
+        return self.cfg.models or 1
+
+    # -- lifecycle ----------------------------------------------------------
+    def setup(self, clients: torch.Tensor) -> dict[str, Any]:
+        """Create the initial models and place the clients present at round 0; returns extras."""
+        raise NotImplementedError
+
+    def run_round(self, round_index: int, participants: torch.Tensor) -> RoundOutcome:
+        raise NotImplementedError
+
+    def place_newcomers(self, clients: torch.Tensor, round_index: int) -> int:
+        """Give clients that join now a model; returns bytes exchanged. Default: lowest loss (IFCA's rule)."""
+        losses = self.engine.loss_matrix(self.models, clients)
+        self.assign[clients] = torch.argmin(losses, dim=1)
+        return len(clients) * (self.models.shape[0] * self.model_bytes + losses.shape[1] * 4)
+
+    def eval_models(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(models [K, D], model index per client) used for the test metrics."""
+        return self.models, self.assign
+
+    # -- shared helpers -----------------------------------------------------
+    def base_model(self) -> torch.Tensor:
+        """Model 0 of the run: identical across algorithms for the same seed (fair comparisons)."""
+        return self.ctx.spec.init(self.cfg.seed, "model", 0).to(self.ctx.fed.device)
+
+    def initial_models(self, count: int, clients: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+        """K models by the configured init mode; `restarts` re-draws until every model wins a share."""
+        spec, seed = self.ctx.spec, self.cfg.seed
+        device = self.ctx.fed.device
+        if self.cfg.init == "same" or not self.uses_init_mode:
+            return self.base_model().expand(count, -1).clone(), {}
+        first = torch.stack([spec.init(seed, "model", j) for j in range(count)]).to(device)
+        if self.cfg.init == "different":
+            return first, {}
+        min_share = self.opts.restart_min_share or 1 / (2 * count)
+        best, best_share = first, -1.0
+        for attempt in range(self.opts.restart_attempts):
+            models = first if attempt == 0 else torch.stack(
+                [spec.init(seed, "restart", attempt, j) for j in range(count)]).to(device)
+            wins = torch.bincount(torch.argmin(self.engine.loss_matrix(models, clients), 1), minlength=count)
+            share = float(wins.min()) / max(1, len(clients))
+            if share > best_share:
+                best, best_share = models, share
+            if share >= min_share:
+                return models, self._restart_extras(attempt + 1, share, count, len(clients))
+        extras = self._restart_extras(self.opts.restart_attempts, best_share, count, len(clients))
+        extras["init_note"] = f"no draw gave every model {min_share:.3g} of the clients; kept the best"
+        return best, extras
+
+    def _restart_extras(self, attempts: int, share: float, count: int, clients: int) -> dict[str, Any]:
+        # Every attempt sends all K models to every client and K losses back.
+        return {"init_attempts": attempts, "init_min_share": share,
+                "setup_bytes_down": attempts * clients * count * self.model_bytes,
+                "setup_bytes_up": attempts * clients * count * 4}
+
+    def rng(self, *parts):
+        return numpy_rng(self.cfg.seed, self.name, *parts)

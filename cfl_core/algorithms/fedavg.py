@@ -1,0 +1,25 @@
+"""FedAvg: one global model for everyone — what non-IID data breaks."""
+from __future__ import annotations
+
+from .base import Algorithm, RoundOutcome
+
+
+class FedAvg(Algorithm):
+    name = "fedavg"
+    label = "FedAvg"
+    summary = "One global model averaged over all clients (the non-clustered baseline)."
+
+    def setup(self, clients):
+        self.models = self.base_model()[None].clone()
+        self.assign[:] = 0
+        return {}
+
+    def place_newcomers(self, clients, round_index):
+        self.assign[clients] = 0
+        return 0
+
+    def run_round(self, round_index, participants):
+        self.models, train_loss = self.engine.train_and_aggregate(
+            self.models, participants, self.assign[participants], round_index)
+        traffic = len(participants) * self.model_bytes
+        return RoundOutcome("training", None, traffic, traffic, train_loss)

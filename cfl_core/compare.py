@@ -1,0 +1,77 @@
+"""Several algorithms on one federation with identical initial models, and their results table."""
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Callable
+
+from .config import ExperimentConfig
+from .errors import ConfigError
+
+TABLE_COLUMNS = [
+    ("algorithm", "algorithm"),
+    ("final_accuracy", "final accuracy"),
+    ("best_accuracy", "best accuracy"),
+    ("final_ari", "final ARI"),
+    ("first_round_ari_0_9", "rounds to ARI>=0.9"),
+    ("total_mb", "MB sent"),
+    ("total_seconds", "time (s)"),
+    ("status", "status"),
+]
+
+
+def comparison_configs(base: ExperimentConfig, algorithms: list[str]) -> list[ExperimentConfig]:
+    """One config per algorithm; K-hat defaults to the true cluster count where an algorithm needs one."""
+    from .algorithms import ALGORITHMS
+
+    if len(set(algorithms)) != len(algorithms):
+        raise ConfigError("algorithms", ",".join(algorithms), "each algorithm once")
+    configs = []
+    for name in algorithms:
+        if name not in ALGORITHMS:
+            raise ConfigError("algorithms", name, f"names from {sorted(ALGORITHMS)}")
+        models = base.models if base.models is not None else (base.clusters if ALGORITHMS[name].needs_models else None)
+        # Options are per algorithm: keep only those the algorithm knows.
+        known = {f for f in ALGORITHMS[name].Options.__dataclass_fields__}
+        options = {k: v for k, v in base.options.items() if k in known}
+        cfg = base.replace(algorithm=name, models=models, options=options)
+        cfg.validate()
+        configs.append(cfg)
+    return configs
+
+
+def run_comparison(base: ExperimentConfig, algorithms: list[str], out: str | Path | None,
+                   on_round: Callable[[str, object], None] | None = None,
+                   should_stop: Callable[[], bool] | None = None) -> dict[str, dict]:
+    from .experiment import Experiment, Setup
+
+    configs = comparison_configs(base, algorithms)
+    setup = Setup.build(configs[0])  # identical clients for every algorithm
+    results = {}
+    for cfg in configs:
+        folder = Path(out) / cfg.algorithm if out is not None else None
+        exp = Experiment(cfg, out_dir=folder, setup=setup)
+        callback = (lambda rec, name=cfg.algorithm: on_round(name, rec)) if on_round else None
+        results[cfg.algorithm] = exp.run(on_round=callback, should_stop=should_stop)
+    return results
+
+
+def _cell(key: str, summary: dict):
+    if key == "total_mb":
+        return round(summary["total_bytes"] / 1e6, 3)
+    value = summary.get(key)
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def compare_table(results: dict[str, dict]) -> tuple[str, str]:
+    """(markdown, csv) tables with one row per algorithm."""
+    rows = [[_cell(key, summary) for key, _ in TABLE_COLUMNS] for summary in results.values()]
+    header = [label for _, label in TABLE_COLUMNS]
+    md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join("-" if v is None else str(v) for v in row) + " |" for row in rows]
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow([key for key, _ in TABLE_COLUMNS])
+    writer.writerows(rows)
+    return "\n".join(md) + "\n", buf.getvalue()

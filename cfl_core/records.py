@@ -1,0 +1,169 @@
+"""Per-round records and the run folder they are written to as a run goes.
+
+A run folder holds `config.json` (written first), `partition.json`, `meta.json`,
+`rounds.jsonl` (one JSON line per finished round, flushed at once) and
+`summary.json` (at the end). A run that stops or crashes keeps every finished
+round and loads back into the same objects. Loading is plain JSON: nothing is
+ever unpickled.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
+UNFINISHED = "unfinished"  # no summary.json yet: running elsewhere, or the process died
+ARI_TARGET = 0.9
+
+
+def _clean(value):
+    """JSON-safe copy: NaN/inf become null, floats keep 6 significant digits."""
+    if isinstance(value, float):
+        return None if not math.isfinite(value) else float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+@dataclass
+class RoundRecord:
+    round: int
+    phase: str
+    participants: list[int]
+    assignments: list[int]  # model index per client; -1 = not placed yet (not joined)
+    loss_matrix: list[list[float]] | None  # rows follow `participants`; None when not computed
+    client_accuracy: list[float | None]  # per client on its model; None where it has none
+    client_loss: list[float | None]
+    accuracy: float | None  # unweighted mean over clients (as CLoVE reports)
+    weighted_accuracy: float | None  # weighted by test size (as FlexCFL reports)
+    ari: float | None
+    nmi: float | None
+    models_in_use: int
+    bytes_down: int
+    bytes_up: int
+    seconds: float
+    true_clusters: list[int] = field(default_factory=list)  # can change under distribution shift
+    loss: float | None = None  # mean test loss over clients
+    train_loss: float | None = None  # mean local training loss of participants
+    extras: dict[str, Any] = field(default_factory=dict)  # algorithm-specific (norms, EDC features, ...)
+
+    def to_json(self) -> str:
+        return json.dumps(_clean(dataclasses.asdict(self)), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RoundRecord":
+        names = {f.name for f in dataclasses.fields(cls)}
+        known = {k: v for k, v in data.items() if k in names}
+        extras = dict(known.pop("extras", {}) or {})
+        extras.update({k: v for k, v in data.items() if k not in names})  # fields added by newer versions
+        return cls(**known, extras=extras)
+
+
+def summarize(algorithm: str, records: list[RoundRecord], status: str) -> dict[str, Any]:
+    accs = [r.accuracy for r in records if r.accuracy is not None]
+    first = next((r.round for r in records if r.ari is not None and r.ari >= ARI_TARGET), None)
+    last = records[-1] if records else None
+    return _clean({
+        "algorithm": algorithm,
+        "status": status,
+        "rounds_completed": len(records),
+        "final_accuracy": last.accuracy if last else None,
+        "best_accuracy": max(accs) if accs else None,
+        "final_loss": last.loss if last else None,
+        "final_ari": last.ari if last else None,
+        "final_nmi": last.nmi if last else None,
+        "first_round_ari_0_9": first,
+        "total_bytes": sum(r.bytes_down + r.bytes_up for r in records),
+        "total_seconds": sum(r.seconds for r in records),
+    })
+
+
+class RunWriter:
+    """Appends to a run folder; every write is complete on disk before it returns."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._rounds = None
+
+    def write_json(self, name: str, data: Any) -> None:
+        tmp = self.folder / f".{name}.tmp"
+        tmp.write_text(json.dumps(_clean(data), sort_keys=True, indent=1), encoding="utf-8")
+        os.replace(tmp, self.folder / name)  # atomic: readers never see half a file
+
+    def append(self, record: RoundRecord) -> None:
+        if self._rounds is None:
+            self._rounds = open(self.folder / "rounds.jsonl", "a", encoding="utf-8")
+        self._rounds.write(record.to_json() + "\n")
+        self._rounds.flush()
+        os.fsync(self._rounds.fileno())
+
+    def close(self) -> None:
+        if self._rounds is not None:
+            self._rounds.close()
+            self._rounds = None
+
+
+@dataclass
+class SavedRun:
+    folder: Path
+    config: dict[str, Any]
+    records: list[RoundRecord]
+    summary: dict[str, Any]
+    meta: dict[str, Any]
+    partition: dict[str, Any] | None
+
+    @property
+    def status(self) -> str:
+        return self.summary.get("status", UNFINISHED)
+
+    def experiment_config(self):
+        from .config import ExperimentConfig
+
+        return ExperimentConfig.from_dict(self.config)
+
+
+def read_records(folder: str | os.PathLike) -> list[RoundRecord]:
+    """Every complete line of rounds.jsonl; a torn last line (a crash mid-write) is ignored."""
+    path = Path(folder) / "rounds.jsonl"
+    records = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(RoundRecord.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, TypeError):
+                break
+    return records
+
+
+def load_run(folder: str | os.PathLike) -> SavedRun:
+    folder = Path(folder)
+    config_path = folder / "config.json"
+    if not config_path.exists():
+        raise FileNotFoundError(f"{folder} is not a run folder (no config.json)")
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+
+    def optional(name):
+        p = folder / name
+        return json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
+
+    records = read_records(folder)
+    meta = optional("meta.json") or {}
+    summary = optional("summary.json") or summarize(config.get("algorithm", "?"), records, UNFINISHED)
+    return SavedRun(folder, config, records, summary, meta, optional("partition.json"))
+
+
+def list_runs(root: str | os.PathLike) -> list[Path]:
+    """Run folders under root, newest first."""
+    root = Path(root)
+    if not root.exists():
+        return []
+    runs = [p for p in root.iterdir() if (p / "config.json").exists()]
+    return sorted(runs, key=lambda p: (p / "config.json").stat().st_mtime, reverse=True)
