@@ -16,7 +16,7 @@ LINEAR_NOISE_SIGMA = 0.1
 LINEAR_MIN_SEPARATION = 1.0
 LINEAR_N_TRAIN = 20000
 LINEAR_N_TEST = 5000
-THETA_DRAWS_PER_VECTOR = 2000
+THETA_DRAWS_PER_VECTOR = 1000
 
 # synthetic-blobs: BLOB_CLASSES Gaussian blobs in the plane, centres on a circle.
 BLOB_CLASSES = 10
@@ -50,24 +50,22 @@ def load_linear(seed: int) -> Dataset:
 def draw_thetas(k: int, dim: int, min_separation: float, seed: int) -> np.ndarray:
     """k parameter vectors ~ N(0, I/dim) (norm about 1), each at least `min_separation`
     from the others: a candidate too close to an accepted one is drawn again.
-    ConfigError when that fails repeatedly, i.e. k vectors do not fit."""
+    ConfigError when no candidate fits, i.e. k vectors this far apart are out of reach."""
     rng = np.random.default_rng([seed, 2])
-    accepted: list[np.ndarray] = []
+    accepted = np.zeros((0, dim))
     for _ in range(k):
         candidates = rng.standard_normal((THETA_DRAWS_PER_VECTOR, dim)) / math.sqrt(dim)
-        if accepted:
-            distances = np.linalg.norm(candidates[:, None, :] - np.stack(accepted)[None], axis=2)
-            ok = np.flatnonzero(distances.min(axis=1) >= min_separation)
-        else:
-            ok = np.arange(1)
+        # squared distances to every accepted vector, by the |a|^2 + |b|^2 - 2ab identity
+        d2 = (candidates**2).sum(1)[:, None] + (accepted**2).sum(1)[None, :] - 2 * candidates @ accepted.T
+        ok = np.flatnonzero((d2 >= min_separation**2).all(axis=1))
         if len(ok) == 0:
             raise ConfigError(
                 "clusters", k,
                 f"could place only {len(accepted)} parameter vectors at least {min_separation} apart "
                 f"in {dim} dimensions; use at most {len(accepted)} clusters",
             )
-        accepted.append(candidates[ok[0]])
-    return np.stack(accepted)
+        accepted = np.vstack([accepted, candidates[ok[0]]])
+    return accepted
 
 
 def blob_centres() -> np.ndarray:
