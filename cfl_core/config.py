@@ -41,9 +41,9 @@ class ExperimentConfig:
     # training
     rounds: int = 20
     participation: float = 1.0
-    local_epochs: int = 1
+    local_epochs: int = 2
     batch_size: int = 20
-    lr: float = 0.05
+    lr: float = 0.1
     optimizer: str = "sgd"
     momentum: float = 0.9
     aggregation: str = "model"

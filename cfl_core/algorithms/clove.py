@@ -35,7 +35,8 @@ FIRST_ASSIGNMENTS = ("random", "evaluation")
 
 @dataclass(frozen=True)
 class CloveOptions(InitOptions):
-    k: int | None = None  # clusters for KMeans; None = choose by silhouette over 1..K-hat
+    k: int | None = None  # clusters for KMeans when K is known; None = K-hat (the number of models)
+    unknown_k: bool = False  # choose the number of clusters by silhouette over 1..K-hat each round
     sqrt_losses: bool = False  # the paper's SLV variant: cluster sqrt(loss) vectors
     first_assignment: str = "random"  # round 0: random models, or cluster the initial models' losses
     stable_rounds: int = 3
@@ -47,7 +48,7 @@ class CloveOptions(InitOptions):
         super().check(cfg)
         k_hat = cfg.models or 0
         if self.k is not None and not 1 <= self.k <= k_hat:
-            raise ConfigError("options.k", self.k, f"a number of clusters in [1, models={k_hat}], or none for unknown K")
+            raise ConfigError("options.k", self.k, f"a number of clusters in [1, models={k_hat}], or none for K = models")
         if self.first_assignment not in FIRST_ASSIGNMENTS:
             raise ConfigError("options.first_assignment", self.first_assignment, f"one of {list(FIRST_ASSIGNMENTS)}")
         if self.stable_rounds < 1:
@@ -107,8 +108,8 @@ class Clove(Algorithm):
         embedding = self._embed(losses)
         seed = derive_seed(self.cfg.seed, "clove-kmeans", round_index)
         info = {}
-        if self.opts.k is not None:
-            k = min(self.opts.k, len(embedding))
+        if not self.opts.unknown_k:
+            k = min(self.opts.k or self.models.shape[0], len(embedding))
         else:
             k, scores = choose_k(embedding, self.models.shape[0], seed, self.opts.min_silhouette,
                                  self.opts.silhouette_tolerance)

@@ -47,17 +47,24 @@ class Engine:
         return self.fed.n_train[clients.to(self.fed.device)].to(torch.float32)
 
     # -- local training -----------------------------------------------------
-    def local_train(self, start: torch.Tensor, clients: torch.Tensor, round_index: int
+    def local_train(self, start: torch.Tensor, clients: torch.Tensor, round_index: int,
+                    train: TrainConfig | None = None, stream: int | None = None
                     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Train start[i] on client clients[i]; returns (params [P, D], mean train loss [P])."""
+        """Train start[i] on client clients[i]; returns (params [P, D], mean train loss [P]).
+
+        `train` overrides the run's training settings (e.g. a pre-training phase);
+        `stream` names the minibatch random stream (default: the round index), so
+        extra training outside the rounds draws batches of its own.
+        """
+        train = train or self.train_cfg
+        stream = round_index if stream is None else stream
         clients = clients.cpu()
         outs, losses = [], []
         chunk = self._train_chunk()
         for lo in range(0, len(clients), chunk):
             ids = clients[lo : lo + chunk]
-            sched = batch_schedule(self.fed.n_train[ids.to(self.fed.device)].cpu(), ids, self.seed, round_index,
-                                   self.train_cfg)
-            params, loss = train_batched(self.spec, start[lo : lo + chunk], self.fed, ids, sched, self.train_cfg)
+            sched = batch_schedule(self.fed.n_train[ids.to(self.fed.device)].cpu(), ids, self.seed, stream, train)
+            params, loss = train_batched(self.spec, start[lo : lo + chunk], self.fed, ids, sched, train)
             outs.append(params)
             losses.append(loss)
         if not outs:

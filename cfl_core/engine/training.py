@@ -8,7 +8,6 @@ pass yields each client's own gradient (copies share no parameters).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -24,9 +23,9 @@ _ADAM_EPS = 1e-8
 
 @dataclass(frozen=True)
 class TrainConfig:
-    local_epochs: int = 1
+    local_epochs: int = 2
     batch_size: int = 20
-    lr: float = 0.05
+    lr: float = 0.1
     optimizer: str = "sgd"  # optimiser state is fresh every round (as the CLoVE reference setup)
     momentum: float = 0.9
     weight_decay: float = 0.0
@@ -238,6 +237,3 @@ def reference_loss_matrix(spec: ModelSpec, models: torch.Tensor, fed: Federation
                 out[i, k] = _reference_loss(spec.loss_kind, module(x), x, y).item()
     return out
 
-
-def steps_for(n: int, cfg: TrainConfig) -> int:
-    return cfg.local_epochs * max(1, math.ceil(n / max(1, cfg.batch_size)))
