@@ -114,21 +114,21 @@ def _check_capacity(cfg: PartitionConfig, info: DatasetInfo) -> None:
         raise ConfigError("clients_per_cluster", cfg.clients_per_cluster,
                           f"at most {int(supply.sum()) // cfg.clusters} with {cfg.clusters} clusters: "
                           f"{info.name}'s train pool has {int(supply.sum())} samples")
+    weights = cluster_weights(cfg.partition, cfg.clusters, supply)
+    counts = train_counts(cfg, weights)
+    if not fits(counts, supply):
+        best = max_samples_per_client(cfg, weights, supply)
+        short = int(np.argmax(counts.sum(0) - supply))
+        where = f"{cfg.partition} with {cfg.clusters} clusters x {cfg.clients_per_cluster} clients on {info.name}"
+        pool = f"the train pool has {info.n_train} samples" + (
+            "" if info.task == REGRESSION else f"; class {short} runs out first ({int(supply[short])} samples)")
+        if best == 0:
+            allowed = f"no value works for {where} ({pool}); use fewer clusters or clients_per_cluster"
+        else:
+            allowed = f"at most {best} for {where} without drawing a sample twice ({pool})"
+        raise ConfigError("samples_per_client", cfg.samples_per_client, allowed)
+    # A test set larger than the whole test pool could only be filled with repeats.
     if cfg.test_size > info.n_test:
         default = "" if cfg.test_samples_per_client is not None else " (the default, max(10, samples_per_client // 2))"
         raise ConfigError("test_samples_per_client", cfg.test_size,
                           f"at most {info.n_test}{default}: the size of {info.name}'s test pool")
-    weights = cluster_weights(cfg.partition, cfg.clusters, supply)
-    counts = train_counts(cfg, weights)
-    if fits(counts, supply):
-        return
-    best = max_samples_per_client(cfg, weights, supply)
-    short = int(np.argmax(counts.sum(0) - supply))
-    where = f"{cfg.partition} with {cfg.clusters} clusters x {cfg.clients_per_cluster} clients on {info.name}"
-    pool = f"the train pool has {info.n_train} samples" + (
-        "" if info.task == REGRESSION else f"; class {short} runs out first ({int(supply[short])} samples)")
-    if best == 0:
-        allowed = f"no value works for {where} ({pool}); use fewer clusters or clients_per_cluster"
-    else:
-        allowed = f"at most {best} for {where} without drawing a sample twice ({pool})"
-    raise ConfigError("samples_per_client", cfg.samples_per_client, allowed)
