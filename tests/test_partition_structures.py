@@ -163,7 +163,8 @@ def test_linear_mixture_targets_and_truth():
 def test_iid_on_synthetic_linear_is_one_regression():
     ds = load_dataset("synthetic-linear")
     part = build(ds, partition="iid", clusters=3, clients_per_cluster=2)
-    assert len(part.truth["theta"]) == 1
+    assert len(part.truth["theta"]) == 3  # one row per cluster, all the same
+    assert part.truth["theta"][0] == part.truth["theta"][1] == part.truth["theta"][2]
     assert all(c.transform == {"theta": 0} for c in part.clients)
 
 

@@ -40,7 +40,8 @@ class Partition:
     config: PartitionConfig
     info: DatasetInfo
     clients: list[ClientSpec]
-    truth: dict  # {"theta": [[...]], "noise_sigma": s, ...} for synthetic-linear, {} otherwise
+    # synthetic-linear: {"theta": one row per cluster, "noise_sigma", "min_separation"}; {} otherwise
+    truth: dict
     test_disjoint: bool = True  # False: some test samples are shared between clients
 
     def materialize(self, dataset: Dataset) -> list[ClientData]:

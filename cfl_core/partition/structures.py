@@ -129,10 +129,12 @@ def cluster_transforms(partition: str, clusters: int, info: DatasetInfo, seed: i
     if partition == "concept-shift":
         return [{"label_map": m} for m in label_swap_maps(clusters, info.num_classes, seed)], {}
     if info.name == "synthetic-linear":
-        # iid on synthetic-linear is one regression shared by all clusters.
-        distinct = clusters if partition == "linear-mixture" else 1
-        thetas = draw_thetas(distinct, info.input_shape[0], LINEAR_MIN_SEPARATION, seed)
-        transforms = [{"theta": k if partition == "linear-mixture" else 0} for k in range(clusters)]
-        truth = {"theta": thetas.tolist(), "noise_sigma": LINEAR_NOISE_SIGMA, "min_separation": LINEAR_MIN_SEPARATION}
+        # iid on synthetic-linear is one regression shared by all clusters. truth["theta"]
+        # keeps one row per cluster either way, so truth["theta"][cluster] always works.
+        mixture = partition == "linear-mixture"
+        thetas = draw_thetas(clusters if mixture else 1, info.input_shape[0], LINEAR_MIN_SEPARATION, seed)
+        rows = thetas.tolist() if mixture else thetas.tolist() * clusters
+        transforms = [{"theta": k if mixture else 0} for k in range(clusters)]
+        truth = {"theta": rows, "noise_sigma": LINEAR_NOISE_SIGMA, "min_separation": LINEAR_MIN_SEPARATION}
         return transforms, truth
     return [{} for _ in range(clusters)], {}
