@@ -65,6 +65,17 @@ def test_pathological_gives_each_client_few_labels(digits):
         assert sum(1 for n in c.label_counts if n) == 2
 
 
+def test_pathological_keeps_label_skew_4_dominant_class(digits):
+    part = build_partition(digits, PartitionConfig("digits", "label-skew-4", samples_per_client=30,
+                                                   within="pathological", num_classes_per_partition=2))
+    for c in part.clients:
+        held = [i for i, n in enumerate(c.label_counts) if n]
+        assert len(held) == 2 and c.cluster in held
+    for k in range(4):
+        total = sum(np.array(c.label_counts) for c in part.clients if c.cluster == k)
+        assert abs(total[k] / total.sum() - 2 / 3) < 0.02
+
+
 def test_test_sets_follow_training_labels(digits):
     part = build_partition(digits, PartitionConfig("digits", "label-skew-1", clusters=5, clients_per_cluster=4,
                                                    samples_per_client=50, within="dirichlet", alpha=0.3))

@@ -24,25 +24,42 @@ def client_sizes(n_clients: int, mean: int, exponent: float, rng: np.random.Gene
     return largest_remainder(shares, n_clients * mean - n_clients) + 1
 
 
-def _within_shape(config, weights_k: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(label preferences [clients, classes], the cluster's label weights restricted
-    to labels some client may hold)."""
-    n = config.clients_per_cluster
+def _pathological_shape(n: int, per_client: int, weights_k: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Each client holds `per_client` labels (flwr-datasets' PathologicalPartitioner)."""
     support = np.flatnonzero(weights_k > 0)
     shape = np.zeros((n, len(weights_k)))
+    # A dominant label (label-skew-4's 2/3 class) is held by every client, or the
+    # cluster could not keep its share; the other labels are dealt round-robin so
+    # each is held about equally often.
+    dominant = support[weights_k[support] >= 0.5]
+    order = rng.permutation(np.setdiff1d(support, dominant))
+    slots = per_client - len(dominant)
+    for j in range(n):
+        shape[j, dominant] = 1.0
+        if slots > 0 and len(order):
+            shape[j, order[(j * slots + np.arange(slots)) % len(order)]] = 1.0
+    # Labels no client holds drop out; their share goes to the other held labels,
+    # so a dominant label keeps its share.
+    effective = np.where(shape.sum(0) > 0, weights_k, 0.0)
+    others = np.ones(len(weights_k), dtype=bool)
+    others[dominant] = False
+    if effective[others].sum() > 0:
+        effective[others] *= weights_k[others].sum() / effective[others].sum()
+    return shape, effective
+
+
+def _within_shape(config, weights_k: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(label preferences [clients, classes], the cluster's label weights restricted
+    to labels some client holds)."""
+    n = config.clients_per_cluster
+    if config.within == "pathological":
+        return _pathological_shape(n, config.num_classes_per_partition, weights_k, rng)
     if config.within == "dirichlet":
+        support = np.flatnonzero(weights_k > 0)
+        shape = np.zeros((n, len(weights_k)))
         shape[:, support] = rng.dirichlet(np.full(len(support), config.alpha), size=n) + DIRICHLET_FLOOR
         return shape, weights_k
-    if config.within == "pathological":
-        # Deal the cluster's labels round-robin so each label is held about equally often.
-        order = rng.permutation(support)
-        per_client = config.num_classes_per_partition
-        for j in range(n):
-            shape[j, order[(j * per_client + np.arange(per_client)) % len(order)]] = 1.0
-        covered = shape.sum(0) > 0
-        return shape, np.where(covered, weights_k, 0.0)
-    shape[:] = weights_k  # iid: every client shares the cluster's distribution
-    return shape, weights_k
+    return np.tile(weights_k, (n, 1)), weights_k  # iid: every client shares the cluster's distribution
 
 
 def train_counts(config, weights: np.ndarray, samples_per_client: int | None = None) -> np.ndarray:
