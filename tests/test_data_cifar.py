@@ -1,6 +1,8 @@
 """CIFAR-10 loader: small batches written by the test, and pickles that must be refused."""
+import io
 import os
 import pickle
+import struct
 
 import numpy as np
 import pytest
@@ -31,13 +33,38 @@ def batch(n, seed, bytes_keys=False):
     return {k.encode(): v for k, v in d.items()} if bytes_keys else d
 
 
+class Python2Pickler(pickle._Pickler):
+    """Writes str and bytes as Python 2 wrote its str (BINSTRING), like the published batches."""
+
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def save_py2_str(self, obj):
+        raw = obj.encode("latin1") if isinstance(obj, str) else obj
+        if len(raw) < 256:
+            self.write(pickle.SHORT_BINSTRING + bytes([len(raw)]) + raw)
+        else:
+            self.write(pickle.BINSTRING + struct.pack("<i", len(raw)) + raw)
+
+    dispatch[str] = save_py2_str
+    dispatch[bytes] = save_py2_str
+
+
+def python2_pickle(obj) -> bytes:
+    buf = io.BytesIO()
+    Python2Pickler(buf, protocol=2).dump(obj)
+    # numpy 1.x, which wrote the real files, lived at numpy.core
+    return buf.getvalue().replace(b"cnumpy._core.multiarray\n", b"cnumpy.core.multiarray\n")
+
+
 def write_batches(folder, n=4, bytes_keys=False, protocol=4):
     folder.mkdir(parents=True, exist_ok=True)
     written = {}
     for i, name in enumerate(TRAIN_BATCHES + [TEST_BATCH]):
         written[name] = batch(n, i, bytes_keys)
-        with open(folder / name, "wb") as f:
-            pickle.dump(written[name], f, protocol=protocol)
+        if protocol == "py2":
+            (folder / name).write_bytes(python2_pickle(written[name]))
+        else:
+            (folder / name).write_bytes(pickle.dumps(written[name], protocol=protocol))
     return written
 
 
@@ -53,7 +80,7 @@ class RunsACommand:
 
 # Protocol 3+ (Python 3 pickles) keeps bytes as bytes; the published batches are
 # Python-2 protocol-2 pickles and need the same three numpy names.
-@pytest.mark.parametrize("bytes_keys, protocol", [(False, 3), (True, 3), (True, 4)])
+@pytest.mark.parametrize("bytes_keys, protocol", [(False, "py2"), (False, 3), (True, 3), (True, 4)])
 def test_loads_small_batches(isolated, bytes_keys, protocol):
     written = write_batches(isolated / "env" / BATCH_DIR, bytes_keys=bytes_keys, protocol=protocol)
     ds = load_dataset("cifar10")
@@ -64,6 +91,19 @@ def test_loads_small_batches(isolated, bytes_keys, protocol):
     np.testing.assert_allclose(ds.x_train[0].numpy(), first, rtol=1e-6)
     labels = b"labels" if bytes_keys else "labels"
     assert ds.y_test.tolist() == written[TEST_BATCH][labels]
+
+
+def test_python2_layout_uses_only_the_allowed_names(isolated):
+    raw = python2_pickle(batch(2, 0))
+    assert b"cnumpy.core.multiarray\n_reconstruct" in raw and b"_codecs" not in raw
+    data, labels = read_batch_bytes(isolated, raw)
+    assert data.shape == (2, 3, 32, 32) and len(labels) == 2
+
+
+def read_batch_bytes(tmp, raw):
+    path = tmp / "data_batch_1"
+    path.write_bytes(raw)
+    return read_batch(str(path))
 
 
 def test_found_in_dot_data(isolated):
