@@ -41,8 +41,8 @@ class CloveOptions(InitOptions):
     first_assignment: str = "random"  # round 0: random models, or cluster the initial models' losses
     stable_rounds: int = 3
     stable_share: float = 1.0
-    min_silhouette: float = 0.4  # unknown K: below this best score the clients form one cluster
-    silhouette_tolerance: float = 0.05  # unknown K: prefer the smallest K within this of the best
+    min_silhouette: float = 0.5  # unknown K: below this best score the clients form one cluster
+    silhouette_tolerance: float = 0.01  # unknown K: prefer the smallest K within this of the best
 
     def check(self, cfg) -> None:
         super().check(cfg)
@@ -65,11 +65,18 @@ def choose_k(embedding: np.ndarray, k_max: int, seed: int, min_score: float, tol
              ) -> tuple[int, dict[int, float]]:
     """Number of clusters when K is unknown.
 
+    Scored on row-centred loss vectors (each client's mean loss over the models
+    subtracted): a client that is simply harder or easier than others shifts
+    all its losses alike, which is not cluster structure, and on IID data that
+    offset alone gives a two-cluster silhouette near 0.5.
     Silhouette scores for k = 2..k_max; if even the best is below `min_score`
-    the loss vectors show no cluster structure and k = 1. Otherwise the
-    smallest k whose score is within `tolerance` of the best: more clusters
-    must be clearly better to be chosen.
+    the clients form one cluster (k = 1). Otherwise the smallest k whose score
+    is within `tolerance` of the best: more clusters must be clearly better.
+    Measured on digits (seeds 0-5): IID stays at k = 1 in almost every round;
+    with 4 true clusters the rule finds 4 in most runs, but when two clusters
+    look alike in the first round it settles on fewer (see the README).
     """
+    embedding = embedding - embedding.mean(axis=1, keepdims=True)
     n = len(embedding)
     scores: dict[int, float] = {}
     for k in range(2, min(k_max, n - 1) + 1):

@@ -107,9 +107,10 @@ def config_from_args(args: argparse.Namespace, validate: bool = True, **override
 class ProgressBar:
     """A one-line terminal bar; plain lines when the output is not a terminal."""
 
-    def __init__(self, total: int, label: str, stream=sys.stderr):
-        self.total, self.label, self.stream = total, label, stream
-        self.tty = stream.isatty()
+    def __init__(self, total: int, label: str, stream=None):
+        self.total, self.label = total, label
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
         self.started = time.perf_counter()
 
     def update(self, record) -> None:
