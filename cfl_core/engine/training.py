@@ -86,11 +86,13 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class _BatchedOptimizer:
-    """SGD (momentum) or Adam over rows of a flat [P, D] tensor, in PyTorch's exact form.
+    """SGD (momentum) or Adam over rows of a flat [P, D] tensor, with PyTorch's formulas.
 
     Works in place on per-parameter views, so no [P, D]-sized temporaries are made
     when every client takes the step (the common case); rows of clients that have
-    finished their epochs are left untouched.
+    finished their epochs are left untouched. Where one kernel can do two of
+    PyTorch's steps it does (buf = m*buf + g in one pass; p -= lr*buf without a
+    temporary): the same maths, rounded once instead of twice.
     """
 
     def __init__(self, cfg: TrainConfig, params: torch.Tensor, spec: ModelSpec):
@@ -110,18 +112,18 @@ class _BatchedOptimizer:
             cols = slice(slot.offset, slot.offset + slot.size)
             p, g, buf = params[:, cols], grad.reshape(len(params), -1), self.buf[:, cols]
             if cfg.weight_decay:
-                g = g + cfg.weight_decay * p
+                g = torch.add(g, p, alpha=cfg.weight_decay)
             if not everyone:
                 g = g * on[:, None]
             if cfg.optimizer == "sgd":
                 if cfg.momentum:
                     # PyTorch's first step sets buf = grad; buf starts at 0, so m*0 + g is the same.
                     if everyone:
-                        buf.mul_(cfg.momentum).add_(g)
+                        torch.add(g, buf, alpha=cfg.momentum, out=buf)
                     else:
                         buf.copy_(torch.where(active[:, None], cfg.momentum * buf + g, buf))
                     g = buf if everyone else buf * on[:, None]
-                p.sub_(cfg.lr * g)
+                p.add_(g, alpha=-cfg.lr)
             else:
                 self._adam(p, g, buf, self.sq[:, cols], active, everyone)
 
@@ -154,10 +156,16 @@ def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients
     valid = schedule.valid.to(device)
     active = valid.any(-1)
     loss_sum = torch.zeros(len(clients), device=device)
-    rows = clients[:, None]
+    # Gather minibatches from the flattened [M * n_max, ...] tensors: index_select on one
+    # flat index is cheaper than two-tensor advanced indexing.
+    n_max = int(fed.x_train.shape[1])
+    x_flat = fed.x_train.flatten(0, 1)
+    y_flat = fed.y_train.flatten(0, 1)
+    first_row = clients[:, None] * n_max
     for s in range(schedule.steps):
-        xb = fed.x_train[rows, idx[s]]
-        yb = fed.y_train[rows, idx[s]]
+        rows = (first_row + idx[s]).view(-1)
+        xb = x_flat.index_select(0, rows).view(len(clients), -1, *fed.input_shape)
+        yb = y_flat.index_select(0, rows).view(len(clients), -1)
         # Leaves are views into the flat rows: gradients come per parameter, no flat scatter.
         leaves = {name: v.detach().requires_grad_(True) for name, v in spec.views(params).items()}
         out = spec.apply(leaves, xb)
