@@ -6,11 +6,12 @@ fit (8 -> 4 -> 2), giving linear 64->classes.
 
 Convolving C different models over their own samples can be done three ways,
 and which is fastest depends on the device and the sizes:
-- "unfold": im2col once, then one batched matmul per layer (fast on CPU);
-- "grouped": one conv2d with groups=C (fast on GPUs with cuDNN);
+- "unfold": im2col once, then one batched matmul per layer (im2col is slow on CPU);
+- "grouped": one conv2d with groups=C (fastest on CPU, channels-last; cuDNN on GPUs);
 - "loop": one conv2d per copy (never slower than training copies one by one).
-`CNN.strategy` picks one; `auto` uses the table in `preferred_strategy`, which
-the benchmark (python -m cfl_core bench) measures.
+`CNN.strategy` picks one; `auto` uses the fixed per-device table `PREFERRED`,
+filled from what the benchmark (python -m cfl_core bench) measures. A single
+copy (loss matrix, evaluation) is always a plain convolution.
 """
 from __future__ import annotations
 
@@ -21,11 +22,19 @@ from torch import nn
 from .models import ModelSpec, _Sequential, _linear
 
 STRATEGIES = ("unfold", "grouped", "loop")
+SLICE = 256  # samples per convolution call when one model sees a large batch
+
+
+# The fixed table `auto` uses, per device type, filled from the benchmark's strategy rows
+# (benchmarks/RESULTS.md). CPU (2-core EPYC, torch 2.14, M=100, one round): grouped channels-last
+# ~1.0 ms per client-step, loop ~1.8, unfold ~7, the sequential reference ~6.4. CUDA: grouped
+# (cuDNN's grouped convolution), not yet measured here.
+PREFERRED = {"cpu": "grouped", "cuda": "grouped"}
 
 
 def preferred_strategy(device: torch.device) -> str:
-    """Measured defaults (see benchmarks/RESULTS.md): unfold+bmm on CPU, grouped conv on CUDA."""
-    return "grouped" if device.type == "cuda" else "unfold"
+    """The measured fastest strategy for this device type (grouped where not measured)."""
+    return PREFERRED.get(device.type, "grouped")
 
 
 class CNN(ModelSpec):
@@ -63,18 +72,71 @@ class CNN(ModelSpec):
         return preferred_strategy(device) if self.strategy == "auto" else self.strategy
 
     def apply(self, p, x):
+        copies = x.shape[0]
+        # One copy (the loss matrix and evaluation share a model over a large batch) is a plain conv.
+        strategy = "loop" if copies == 1 else self.resolved_strategy(x.device)
+        if strategy == "grouped":
+            features = self._features_grouped(p, x)
+        elif strategy == "loop":
+            features = self._features_loop(p, x)
+        else:
+            features = self._features_unfold(p, x)
+        return _linear(features, p["fc.weight"], p["fc.bias"])
+
+    # Every strategy maps x [C, B, ch, H, W] to features [C, B, 16 * h2 * w2] (PyTorch's flatten order).
+    # Each conv block is conv -> max-pool -> ReLU: pooling before the ReLU gives the same values and
+    # the same gradients as the reference's conv -> ReLU -> pool (max and ReLU commute; where the
+    # window's max is <= 0 both pass no gradient) and applies the ReLU to a quarter of the values.
+    # On the CPU the conv blocks run channels-last: oneDNN's convolutions and PyTorch's max-pool are
+    # both much faster in that layout (measured: max-pool forward ~10x, the conv blocks ~2x).
+    @staticmethod
+    def _layout(h: torch.Tensor) -> torch.Tensor:
+        return h.contiguous(memory_format=torch.channels_last) if h.device.type == "cpu" else h
+
+    def _block(self, h, weight, bias, groups=1):
+        # A one-channel input is ambiguous about its layout and oneDNN then returns NCHW;
+        # _layout makes the pooling input channels-last either way (a no-op when it already is).
+        h = self._layout(F.conv2d(h, weight, bias, padding=self.padding, groups=groups))
+        return torch.relu(F.max_pool2d(h, 2))
+
+    def _features_grouped(self, p, x):
+        """One conv2d with groups=C over the copies' channels stacked: [B, C*ch, H, W]."""
+        copies, batch, ch = x.shape[:3]
+        h = self._layout(x.transpose(0, 1).reshape(batch, copies * ch, *x.shape[3:]))
+        for layer in ("conv1", "conv2"):
+            weight = p[f"{layer}.weight"]
+            h = self._block(h, weight.reshape(-1, *weight.shape[2:]), p[f"{layer}.bias"].reshape(-1), copies)
+        return h.reshape(batch, copies, -1).transpose(0, 1)
+
+    def _features_loop(self, p, x):
+        """One conv2d per copy (a single copy: exactly the reference's convolution).
+
+        A large batch (one model over many clients' samples) is convolved in slices of
+        SLICE samples: on the CPU a batch past ~512 28x28 images falls out of cache and
+        the same convolutions ran 1.6-2x slower (measured).
+        """
+        outs = []
+        for c in range(x.shape[0]):
+            parts = []
+            for lo in range(0, x.shape[1], SLICE):
+                h = self._layout(x[c, lo : lo + SLICE])
+                for layer in ("conv1", "conv2"):
+                    h = self._block(h, p[f"{layer}.weight"][c], p[f"{layer}.bias"][c])
+                parts.append(h.reshape(h.shape[0], -1))
+            outs.append(parts[0] if len(parts) == 1 else torch.cat(parts))
+        return torch.stack(outs)
+
+    def _features_unfold(self, p, x):
+        """im2col once per layer, then one batched matmul over the copies."""
         copies, batch = x.shape[:2]
-        conv = {"unfold": self._conv_unfold, "grouped": self._conv_grouped, "loop": self._conv_loop}[
-            self.resolved_strategy(x.device)
-        ]
         h = x
         for layer in ("conv1", "conv2"):
-            h = conv(h, p[f"{layer}.weight"], p[f"{layer}.bias"])
-            h = F.max_pool2d(torch.relu(h).flatten(0, 1), 2)
+            h = self._conv_unfold(h, p[f"{layer}.weight"], p[f"{layer}.bias"])
+            h = torch.relu(F.max_pool2d(h.flatten(0, 1), 2))
             h = h.view(copies, batch, *h.shape[1:])
-        return _linear(h.flatten(2), p["fc.weight"], p["fc.bias"])
+        return h.flatten(2)
 
-    # Each conv maps x [C, B, ch, H, W] with weight [C, out, ch, k, k] to [C, B, out, H', W'].
+    # x [C, B, ch, H, W] with weight [C, out, ch, k, k] -> [C, B, out, H', W'].
     def _conv_unfold(self, x, weight, bias):
         copies, batch, ch, height, width = x.shape
         k, pad = self.kernel, self.padding
@@ -84,18 +146,6 @@ class CNN(ModelSpec):
         out = torch.bmm(weight.reshape(copies, weight.shape[1], -1), cols.reshape(copies, ch * k * k, -1))
         out = out + bias[:, :, None]
         return out.view(copies, -1, batch, out_h, out_w).transpose(1, 2)
-
-    def _conv_grouped(self, x, weight, bias):
-        copies, batch, ch, height, width = x.shape
-        stacked = x.transpose(0, 1).reshape(batch, copies * ch, height, width)
-        out = F.conv2d(stacked, weight.reshape(-1, ch, self.kernel, self.kernel), bias.reshape(-1),
-                       padding=self.padding, groups=copies)
-        return out.view(batch, copies, -1, *out.shape[2:]).transpose(0, 1)
-
-    def _conv_loop(self, x, weight, bias):
-        return torch.stack(
-            [F.conv2d(x[c], weight[c], bias[c], padding=self.padding) for c in range(x.shape[0])]
-        )
 
     def reference_module(self):
         ch = self.input_shape[0]
