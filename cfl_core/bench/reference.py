@@ -1,0 +1,28 @@
+"""The sequential engine: the loop every peer tool runs, behind the batched Engine's interface.
+
+Same interface and the same aggregation code as `Engine`, but the loss matrix is
+the per-client, per-model loop and local training is one client after another
+(a torch.nn module and a torch.optim optimiser each), over the very minibatch
+schedule the batched engine uses. An algorithm given this engine makes the same
+decisions with the peers' cost, which is what the benchmark's full-round
+comparison times.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..engine.core import Engine
+from ..engine.training import batch_schedule, reference_loss_matrix, train_sequential
+
+
+class SequentialEngine(Engine):
+    def loss_matrix(self, models: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+        return reference_loss_matrix(self.spec, models, self.fed, clients.cpu())
+
+    def local_train(self, start, clients, round_index, train=None, stream=None):
+        train = train or self.train_cfg
+        stream = round_index if stream is None else stream
+        clients = clients.cpu()
+        sched = batch_schedule(self.fed.n_train[clients.to(self.fed.device)].cpu(), clients, self.seed, stream, train)
+        params, loss = train_sequential(self.spec, start, self.fed, clients, sched, train)
+        return params, loss.cpu()

@@ -1,0 +1,128 @@
+"""`python -m cfl_core bench`: the batched engine against the sequential per-client loop."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+import torch
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected whole numbers >= 1 separated by commas, got {text!r}")
+    return values
+
+
+def _limits(text: str) -> dict[str, int]:
+    """`mlp=1000,cnn=500` or one number for every family."""
+    out = {}
+    try:
+        for part in text.split(","):
+            if "=" in part:
+                family, value = part.split("=", 1)
+                out[family.strip()] = int(value)
+            else:
+                out.update({"mlp": int(part), "cnn": int(part)})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected e.g. 1000 or mlp=1000,cnn=500, got {text!r}") from None
+    return out
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "bench", help="benchmark the batched engine against the sequential per-client loop",
+        description="Times the batched engine and the sequential per-client loop on identical work "
+                    "(same data, initial models and minibatches), checks their results agree, and "
+                    "reports time, ratio, GFLOP/s, share of the machine's matmul peak and peak memory.")
+    p.add_argument("--quick", action="store_true", help="M up to 1000 only, fewer repetitions")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="auto = CUDA when present (default), cpu or cuda")
+    p.add_argument("--out", metavar="FILE.md", help="write the table as Markdown (notes below the marker are kept)")
+    p.add_argument("--json", metavar="FILE", help="write one JSON object per measurement")
+    p.add_argument("--threads", type=int, help="torch threads (default: PyTorch's choice)")
+    small = p.add_argument_group("sizes (defaults follow --quick; smaller values for tests or slow machines)")
+    small.add_argument("--sizes", type=_ints, help="clients for the training rows, e.g. 10,100,1000,10000")
+    small.add_argument("--ks", type=_ints, help="models for the loss-matrix rows (default 2,4,8)")
+    small.add_argument("--loss-clients", type=int, help="clients for the loss-matrix rows (default 1000)")
+    small.add_argument("--round-clients", type=int, help="clients in the full CLoVE round (default 1000)")
+    small.add_argument("--big-round-clients", type=int,
+                       help="clients in the large full round (default 10000, 0 with --quick)")
+    small.add_argument("--strategy-clients", type=int, help="clients for the CNN strategy rows (default 100; 0 skips)")
+    small.add_argument("--families", help="model families for the training rows (default mlp,cnn)")
+    small.add_argument("--repeats", type=int, help="timed repetitions of the batched path (default 5, quick 3)")
+    small.add_argument("--sequential-repeats", type=int, help="timed repetitions of the loop (default 3, quick 1)")
+    small.add_argument("--sequential-limit", type=_limits, default={},
+                       help="time the loop on at most this many clients and scale up (said in the table), "
+                            "e.g. cnn=1000")
+    small.add_argument("--samples", type=int, help="training samples per client (default 60)")
+    small.add_argument("--matmul-n", type=int, help="size of the peak matmul (default 2048 CPU, 8192 CUDA)")
+    p.set_defaults(func=run)
+    _PARSER_ACTIONS[:] = [a for a in p._actions if a.option_strings and a.dest != "help"]
+
+
+_PARSER_ACTIONS: list = []
+
+
+def _command(args) -> str:
+    """The command line that reproduces this run (the flags given, in a fixed order)."""
+    parts = ["python -m cfl_core bench"]
+    for action in _PARSER_ACTIONS:
+        value = getattr(args, action.dest, None)
+        if value is None or value is False or value == {} or action.dest in ("func", "command"):
+            continue
+        if action.dest == "device" and value == "auto":
+            continue
+        flag = action.option_strings[-1]
+        if value is True:
+            parts.append(flag)
+        elif isinstance(value, tuple):
+            parts.append(f"{flag} {','.join(str(v) for v in value)}")
+        elif isinstance(value, dict):
+            parts.append(f"{flag} {','.join(f'{k}={v}' for k, v in value.items())}")
+        else:
+            parts.append(f"{flag} {shlex.quote(str(value))}")
+    return " ".join(parts)
+
+
+def run(args) -> int:
+    threads_before = torch.get_num_threads()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        return _run(args)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _run(args) -> int:
+    from ..bench import BenchMismatch, BenchOptions, run_benchmark
+    from ..bench.report import text_table, write_json, write_markdown
+
+    fields = {
+        "sizes": args.sizes, "ks": args.ks, "loss_clients": args.loss_clients,
+        "round_clients": args.round_clients, "big_round_clients": args.big_round_clients,
+        "strategy_clients": args.strategy_clients, "repeats": args.repeats,
+        "sequential_repeats": args.sequential_repeats, "samples": args.samples, "matmul_n": args.matmul_n,
+        "families": tuple(args.families.split(",")) if args.families else None,
+    }
+    opts = BenchOptions(quick=args.quick, device=args.device, sequential_limit=args.sequential_limit,
+                        **{k: v for k, v in fields.items() if v is not None})
+    command = _command(args)
+    try:
+        report = run_benchmark(opts, log=lambda line: print(line, file=sys.stderr, flush=True))
+    except BenchMismatch as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(text_table(report.rows))
+    if args.out:
+        write_markdown(report, command, args.out)
+        print(f"table written to {args.out}", file=sys.stderr)
+    if args.json:
+        write_json(report, args.json)
+        print(f"JSON written to {args.json}", file=sys.stderr)
+    return 0
