@@ -1,0 +1,20 @@
+"""CFL Lab: a live lab for clustered federated learning. `make run` (or `streamlit run app.py`).
+
+This entry point sets the page up and routes to the pages; the Playground is the landing page.
+"""
+import streamlit as st
+
+st.set_page_config(page_title="CFL Lab", page_icon=":material/hub:", layout="wide",
+                   initial_sidebar_state="expanded")
+
+from cfl_ui.theme import apply_theme  # noqa: E402  (after set_page_config)
+
+apply_theme()
+navigation = st.navigation([
+    st.Page("pages/playground.py", title="Playground", icon=":material/science:", default=True),
+    st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
+    st.Page("pages/ifca_init.py", title="IFCA initialisation", icon=":material/casino:", url_path="ifca-init"),
+    st.Page("pages/partitions.py", title="Partitions", icon=":material/grid_view:", url_path="partitions"),
+    st.Page("pages/runs.py", title="Runs", icon=":material/folder_open:", url_path="runs"),
+])
+navigation.run()

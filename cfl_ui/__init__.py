@@ -1,0 +1,14 @@
+"""CFL Lab dashboard support: everything the Streamlit pages use that is not a page.
+
+Modules that never import Streamlit (unit-testable without a session):
+    paths            the runs folder, run ids and run references
+    jobs             the job manager: experiments stepped in worker threads
+    store            saved runs on disk (ownership, listing, deleting, exports)
+    presets, params  presets and the configuration <-> URL query parameters
+    estimate         memory/time estimate of a request, and the limits
+    palette          colours and symbols shared by every chart
+    embedding        loss-vector embeddings (raw, PCA, UMAP) cached per run and round
+    figures          plotly figure builders
+    algorithm_views  per-algorithm views (register yours there)
+Streamlit-side modules: session (manager, owner, query params), controls, run_view.
+"""

@@ -1,0 +1,280 @@
+"""Per-algorithm views: how each algorithm's own records are drawn in the dashboard.
+
+The pages never name an algorithm. For the selected run and round they ask
+this registry for
+
+- `embedding_views(algorithm, records, round)`: how the algorithm sees the
+  clients, for algorithms WITHOUT loss vectors (loss-vector algorithms get the
+  loss-vector embedding). Registered functions first; otherwise any per-client
+  feature matrix found in the records' extras is embedded (PCA); otherwise
+  nothing, and the page says plainly that this algorithm has none.
+- `extra_views(algorithm, records, round)`: further charts (registered ones,
+  then every numeric extra recorded per round, as curves).
+
+To add views for an algorithm (e.g. CFL's update norms and similarity matrix),
+write a function here (or in any module imported here) and register it; no
+page changes:
+
+    @register("cfl", embedding=True)
+    def cfl_similarity(records, round_index):
+        rec = record_at(records, round_index)
+        return [View("Cosine similarity of updates", heatmap_figure(...),
+                     "Clients of one true cluster should form bright blocks.")]
+
+    @register("cfl")
+    def cfl_norms(records, round_index):
+        return [View("Update norms", fig, "A split happens when the mean norm falls below eps1 ...",
+                     consumes=("mean_norm", "max_norm"))]
+
+A view function gets every record so far (a sequence of cfl_core.records.RoundRecord,
+oldest first) and the selected round number, and returns a list of `View`s.
+It must be quick (it runs on every refresh while a job runs) and must not
+change the records. `consumes` names extras keys the view already shows, so the
+generic "recorded numbers" curves leave them out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .palette import GRID, cluster_color, layout, model_color
+
+ViewFn = Callable[[Sequence, int], list]
+
+
+@dataclass
+class View:
+    title: str
+    figure: go.Figure | None
+    caption: str  # one sentence for a learner: what to look at
+    markdown: str | None = None  # shown instead of (or under) the figure
+    consumes: tuple = field(default_factory=tuple)
+    per_round: bool = False  # True: it shows the selected round (the page then offers a round slider)
+
+
+_EMBEDDINGS: dict[str, list[ViewFn]] = {}
+_EXTRAS: dict[str, list[ViewFn]] = {}
+# extras that are bookkeeping, not a feature of the algorithm's view of the clients
+SKIP_KEYS = {"init_attempts", "init_min_share", "frozen_after", "newcomers", "init_note"}
+
+
+def register(algorithm: str, *, embedding: bool = False) -> Callable[[ViewFn], ViewFn]:
+    """Decorator: add a view function for `algorithm` (embedding=True: it replaces the loss-vector embedding)."""
+    def deco(fn: ViewFn) -> ViewFn:
+        (_EMBEDDINGS if embedding else _EXTRAS).setdefault(algorithm, []).append(fn)
+        return fn
+    return deco
+
+
+def registered(algorithm: str) -> dict[str, list[ViewFn]]:
+    return {"embedding": list(_EMBEDDINGS.get(algorithm, [])), "extra": list(_EXTRAS.get(algorithm, []))}
+
+
+def record_at(records: Sequence, round_index: int | None):
+    """The record of a round (the latest at or before it); None when there are none."""
+    if not records:
+        return None
+    if round_index is None:
+        return records[-1]
+    best = records[0]
+    for r in records:
+        if r.round <= round_index:
+            best = r
+    return best
+
+
+def _safe(fn, records, round_index) -> list[View]:
+    try:
+        return list(fn(records, round_index) or [])
+    except Exception as exc:  # a broken view must not take the page down
+        return [View(f"{getattr(fn, '__name__', 'view')} failed", None,
+                     f"This view raised {type(exc).__name__}: {exc}")]
+
+
+# -- generic views from what the records hold ----------------------------------------
+def feature_keys(records) -> list[str]:
+    """Extras keys holding a per-client feature matrix (rows = participants or clients)."""
+    keys: dict[str, None] = {}
+    for r in records[-3:]:
+        for k, v in (r.extras or {}).items():
+            if (isinstance(v, list) and v and isinstance(v[0], list) and len(v) in (len(r.participants), len(r.assignments))
+                    and not _square(v)):
+                keys.setdefault(k, None)
+    return list(keys)
+
+
+def _square(v) -> bool:
+    return isinstance(v, list) and len(v) > 1 and all(isinstance(row, list) and len(row) == len(v) for row in v)
+
+
+def matrix_keys(records) -> list[str]:
+    keys: dict[str, None] = {}
+    for r in records[-3:]:
+        for k, v in (r.extras or {}).items():
+            if _square(v) and len(v) in (len(r.participants), len(r.assignments)):
+                keys.setdefault(k, None)
+    return list(keys)
+
+
+def scalar_keys(records) -> list[str]:
+    keys: dict[str, None] = {}
+    for r in records:
+        for k, v in (r.extras or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in SKIP_KEYS:
+                keys.setdefault(k, None)
+    return list(keys)
+
+
+def matrix_heatmap(matrix, clients, truth, title_text: str) -> go.Figure:
+    """A client x client matrix ordered by true cluster (blocks on the diagonal = clusters seen)."""
+    m = np.asarray(matrix, dtype=float)
+    clients = np.asarray(clients)
+    order = np.lexsort((clients, truth))
+    labels = [f"{int(clients[i])} (c{int(truth[i])})" for i in order]
+    fig = go.Figure(go.Heatmap(z=m[np.ix_(order, order)], x=labels, y=labels, colorscale="RdBu", zmid=0,
+                               colorbar=dict(thickness=12, title=title_text),
+                               hovertemplate="client %{y} vs %{x}: %{z:.3f}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category")
+    return layout(fig, height=420, legend=False)
+
+
+def generic_embedding(records, round_index, method: str = "pca", cache_key: str | None = None) -> list[View]:
+    from .embedding import extras_source, loss_embedding
+    from .figures import embedding_figure
+
+    views = []
+    for key in feature_keys(records):
+        emb = loss_embedding(records, method, cache_key, source=extras_source(key),
+                             axis_name=key + "[{j}]", what=key)
+        if emb is not None:
+            views.append(View(f"Clients by their '{key}'", embedding_figure(emb, round_index),
+                              f"Each point is a client placed by the '{key}' this algorithm recorded "
+                              f"({emb.detail}); colour = true cluster, symbol = assigned model: "
+                              "clusters the algorithm can tell apart appear as separate groups."))
+    rec = record_at(records, round_index)
+    for key in matrix_keys(records):
+        value = (rec.extras or {}).get(key) if rec else None
+        if not _square(value):
+            continue
+        clients = rec.participants if len(value) == len(rec.participants) else list(range(len(value)))
+        truth = np.asarray(rec.true_clusters or [0] * len(rec.assignments))[clients]
+        views.append(View(f"'{key}' in round {rec.round}", matrix_heatmap(value, clients, truth, key),
+                          f"The recorded client-by-client '{key}', ordered by true cluster: strong blocks on the "
+                          "diagonal mean the algorithm sees the true clusters.", per_round=True))
+    return views
+
+
+def scalar_views(records, consumed: set[str]) -> list[View]:
+    views = []
+    for key in scalar_keys(records):
+        if key in consumed:
+            continue
+        xs = [r.round for r in records if isinstance((r.extras or {}).get(key), (int, float))]
+        ys = [r.extras[key] for r in records if isinstance((r.extras or {}).get(key), (int, float))]
+        if len(set(ys)) <= 1 and len(ys) > 1:
+            continue  # a constant says nothing as a curve
+        fig = go.Figure(go.Scatter(x=xs, y=ys, mode="lines+markers", line=dict(color="#555", width=2),
+                                   marker=dict(size=5), name=key))
+        fig.update_xaxes(title="round", gridcolor=GRID)
+        fig.update_yaxes(title=key, gridcolor=GRID)
+        views.append(View(f"Recorded: {key}", layout(fig, height=260, legend=False),
+                          CAPTIONS.get(key, f"'{key}' as the algorithm recorded it, round by round.")))
+    return views
+
+
+CAPTIONS = {
+    "theta_error": "Mean distance between each client's model and its cluster's true parameters: "
+                   "it shrinks when the right clients train the right model.",
+    "stable_share": "Share of participants whose model did not change for the last few rounds; "
+                    "CLoVE stops clustering when it reaches the threshold.",
+    "k": "The number of clusters chosen this round.",
+}
+
+
+# -- the public entry points ------------------------------------------------------------
+def embedding_views(algorithm: str, records, round_index: int | None, method: str = "pca",
+                    cache_key: str | None = None) -> list[View]:
+    records = list(records)
+    out = []
+    for fn in _EMBEDDINGS.get(algorithm, []):
+        out += _safe(fn, records, round_index)
+    if not out:
+        out = generic_embedding(records, round_index, method, cache_key)
+    return out
+
+
+def extra_views(algorithm: str, records, round_index: int | None) -> list[View]:
+    records = list(records)
+    out = []
+    for fn in _EXTRAS.get(algorithm, []):
+        out += _safe(fn, records, round_index)
+    consumed = {k for v in out for k in v.consumes}
+    return out + scalar_views(records, consumed)
+
+
+# -- views of the built-in algorithms ------------------------------------------------------
+@register("clove")
+def clove_views(records, round_index):
+    views = []
+    rounds = [r.round for r in records if "stable_share" in (r.extras or {})]
+    if rounds:
+        share = [r.extras["stable_share"] for r in records if "stable_share" in (r.extras or {})]
+        fig = go.Figure(go.Scatter(x=rounds, y=share, mode="lines+markers", line=dict(color="#1F77B4", width=2),
+                                   name="stable share", hovertemplate="round %{x}: %{y:.0%} stable<extra></extra>"))
+        frozen = next((r.extras["frozen_after"] for r in records if "frozen_after" in (r.extras or {})), None)
+        if frozen is not None:
+            fig.add_vline(x=frozen, line=dict(color="#2CA02C", dash="dash"),
+                          annotation_text=f"clustering stops after round {frozen}", annotation_position="top left")
+        fig.update_yaxes(title="stable clients", tickformat=".0%", range=[-0.03, 1.08], gridcolor=GRID)
+        fig.update_xaxes(title="round", gridcolor=GRID)
+        views.append(View("CLoVE: stability", layout(fig, height=260, legend=False),
+                          "Share of clients whose model has not changed for a few rounds; once it reaches the "
+                          "threshold CLoVE freezes the assignment and stops sending loss vectors (the saving).",
+                          consumes=("stable_share",)))
+    rec = record_at(records, round_index)
+    sil = (rec.extras or {}).get("silhouette") if rec else None
+    if isinstance(sil, dict) and sil:
+        ks = sorted(sil, key=lambda k: int(k))
+        chosen = rec.extras.get("k")
+        fig = go.Figure(go.Bar(x=[int(k) for k in ks], y=[sil[k] for k in ks],
+                               marker_color=[model_color(0) if int(k) == chosen else "#bbb" for k in ks],
+                               hovertemplate="K = %{x}: silhouette %{y:.3f}<extra></extra>"))
+        fig.update_xaxes(title="number of clusters K", dtick=1)
+        fig.update_yaxes(title="silhouette score", gridcolor=GRID)
+        views.append(View(f"CLoVE: choosing K (round {rec.round})", layout(fig, height=260, legend=False),
+                          f"Unknown K: silhouette score of each candidate K this round; CLoVE took K = {chosen} "
+                          "(a larger K must be clearly better to win).", consumes=("k",), per_round=True))
+    ks = [r.extras.get("k") for r in records if "k" in (r.extras or {})]
+    if ks and len(set(ks)) > 1:
+        rounds_k = [r.round for r in records if "k" in (r.extras or {})]
+        fig = go.Figure(go.Scatter(x=rounds_k, y=ks, mode="lines+markers", line=dict(color="#1F77B4", shape="hv")))
+        fig.update_xaxes(title="round", gridcolor=GRID)
+        fig.update_yaxes(title="clusters chosen", dtick=1, gridcolor=GRID)
+        views.append(View("CLoVE: number of clusters", layout(fig, height=260, legend=False),
+                          "How many clusters CLoVE's silhouette rule chose each round (unknown K).", consumes=("k",)))
+    # a constant k (= K-hat when K is known) says nothing: every CLoVE view consumes it
+    for v in views:
+        v.consumes = tuple(set(v.consumes) | {"k"})
+    return views
+
+
+@register("ifca")
+def ifca_views(records, round_index):
+    if not records:
+        return []
+    first = records[0].extras or {}
+    if "init_attempts" not in first:
+        return []
+    note = first.get("init_note", "")
+    md = (f"**Random restarts:** IFCA drew {first['init_attempts']} set(s) of initial models before every model "
+          f"won at least {first.get('init_min_share', 0):.0%} of the clients at round 0. {note}")
+    return [View("IFCA: initialisation", None, "Restarts trade extra traffic at the start for a usable initialisation.",
+                 markdown=md)]
+
+
+def cluster_swatch(c: int) -> str:
+    return f"<span style='color:{cluster_color(c)}'>●</span>"

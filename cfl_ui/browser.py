@@ -1,0 +1,144 @@
+"""Driving the dashboard in a real browser: a headless server and Debian's chromium via Playwright.
+
+Used by tests/test_e2e_browser.py and assets/make_screenshots.py. The browser is
+the system's chromium (never downloaded by Playwright).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("CFL_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+MISSING_BROWSER = ("chromium was not found at {path}: install it with `apt-get install chromium` "
+                   "(the end-to-end test drives Debian's chromium; Playwright never downloads a browser)")
+
+
+def chromium_path() -> str | None:
+    if Path(CHROMIUM).exists():
+        return CHROMIUM
+    return shutil.which("chromium")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(runs_dir: str | os.PathLike, port: int | None = None, log_path: str | None = None,
+                     timeout: float = 90.0, env: dict | None = None):
+    """`streamlit run app.py` headless on a free port; yields the base URL; stops it (by its pid) after."""
+    port = port or free_port()
+    full_env = {**os.environ, "CFL_RUNS_DIR": str(runs_dir), **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), full_env.get("PYTHONPATH")]))
+    log = open(log_path, "w") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=str(REPO), env=full_env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with code {proc.returncode}" +
+                                   (f"; see {log_path}" if log_path else ""))
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise TimeoutError(f"streamlit did not answer on {url} within {timeout:.0f} s")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        if log_path:
+            log.close()
+
+
+def launch(playwright):
+    path = chromium_path()
+    if path is None:
+        raise FileNotFoundError(MISSING_BROWSER.format(path=CHROMIUM))
+    return playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+
+
+def wait_ready(page, timeout: float = 90.0) -> None:
+    """Until the page shows its sidebar and no script is running."""
+    page.locator('[data-testid="stSidebar"]').wait_for(timeout=timeout * 1000)
+    settle(page, timeout)
+
+
+def settle(page, timeout: float = 60.0, quiet: float = 0.6) -> None:
+    """Until Streamlit's "running" indicator has been gone for `quiet` seconds."""
+    deadline = time.time() + timeout
+    calm_since = None
+    while time.time() < deadline:
+        busy = page.locator('[data-testid="stStatusWidget"]').count() > 0
+        if busy:
+            calm_since = None
+        elif calm_since is None:
+            calm_since = time.time()
+        elif time.time() - calm_since >= quiet:
+            return
+        time.sleep(0.1)
+
+
+def choose(page, label: str, option: str, attempts: int = 3) -> None:
+    """Pick an option of a Streamlit selectbox by its label (opens the list, clicks the option)."""
+    box = page.locator('[data-testid="stSelectbox"]').filter(has=page.get_by_role("combobox", name=label)).first
+    for attempt in range(attempts):
+        box.get_by_role("button", name="Open").first.click()
+        opt = page.get_by_role("option", name=option, exact=True).first
+        try:
+            opt.wait_for(timeout=5000)
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            page.keyboard.press("Escape")
+            continue
+        opt.click()
+        return
+
+
+def click_button(page, name: str) -> None:
+    page.get_by_role("button", name=name, exact=True).first.click()
+
+
+def wait_text(page, text: str, timeout: float = 120.0) -> None:
+    page.get_by_text(text).first.wait_for(timeout=timeout * 1000)
+
+
+def full_screenshot(page, path: str | os.PathLike, width: int = 1600) -> None:
+    """The whole main area (Streamlit scrolls inside it, not the document)."""
+    measure = ("() => Math.max(...Array.from(document.querySelectorAll("
+               "'[data-testid=\"stMainBlockContainer\"], [data-testid=\"stSidebarContent\"]'))"
+               ".map(e => e.scrollHeight + e.getBoundingClientRect().top), 900)")
+    height = 0
+    for _ in range(4):  # the layout may grow as charts size themselves to the new viewport
+        new = int(page.evaluate(measure)) + 60
+        if abs(new - height) < 20:
+            break
+        height = new
+        page.set_viewport_size({"width": width, "height": min(height, 8000)})
+        time.sleep(1.0)
+    page.screenshot(path=str(path))

@@ -1,0 +1,571 @@
+"""Sidebar controls for an ExperimentConfig, validated by the core, synchronised with the URL.
+
+Every control's value lives in st.session_state under `<prefix>.<field>`;
+the configuration is rebuilt from those values on each run and validated with
+`ExperimentConfig.validate()`. The first problem is shown by the control it
+names (its ConfigError parameter) and the page keeps Run disabled.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+import typing
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from . import params as qp
+from .presets import DEFAULT_PRESET, PRESETS, preset_config
+from .session import set_shared_config, shared_config
+
+# -- what the controls are -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    label: str
+    kind: str  # int | float | optint | select | bool | json
+    help: str = ""
+    step: float | None = None
+    fmt: str | None = None
+
+
+def _choices(name: str) -> list:
+    from cfl_core.algorithms import ALGORITHMS
+    from cfl_core.config import DEVICES, INIT_MODES
+    from cfl_core.data import SOURCES
+    from cfl_core.dynamics import SHIFTS
+    from cfl_core.engine.core import AGGREGATIONS
+    from cfl_core.engine.models import MODEL_FAMILIES
+    from cfl_core.engine.training import OPTIMIZERS
+    from cfl_core.partition import PARTITIONS, WITHIN_SPLITS
+
+    return {
+        "dataset": list(SOURCES), "partition": list(PARTITIONS), "within": list(WITHIN_SPLITS),
+        "algorithm": list(ALGORITHMS), "init": list(INIT_MODES), "device": list(DEVICES),
+        "optimizer": list(OPTIMIZERS), "aggregation": list(AGGREGATIONS), "model": [None, *sorted(MODEL_FAMILIES)],
+        "shift": list(SHIFTS),
+    }[name]
+
+
+FIELDS: dict[str, Field] = {f.name: f for f in (
+    Field("dataset", "Data set", "select", "Where the clients' samples come from."),
+    Field("partition", "Cluster structure", "select", "What makes the true clusters differ (CLoVE's structures)."),
+    Field("clusters", "True clusters", "int", "How many groups of clients share a distribution."),
+    Field("clients_per_cluster", "Clients per cluster", "int"),
+    Field("samples_per_client", "Samples per client", "int", "Training samples of each client."),
+    Field("test_samples_per_client", "Test samples per client", "optint",
+          "Empty: half the training samples (at least 10)."),
+    Field("within", "Split inside a cluster", "select", "Flower's names: iid, dirichlet (alpha), pathological."),
+    Field("alpha", "Dirichlet alpha", "float", "Smaller = more uneven labels inside a cluster.", 0.1, "%g"),
+    Field("num_classes_per_partition", "Labels per client (pathological)", "int"),
+    Field("quantity_skew", "Quantity skew", "float", "0 = equal client sizes; > 0 = power-law sizes.", 0.1, "%g"),
+    Field("algorithm", "Algorithm", "select"),
+    Field("models", "Models (K-hat)", "int", "How many models the algorithm keeps."),
+    Field("init", "Initial models", "select",
+          "different: independent random models; same: one random model copied K times; "
+          "restarts: redraw until every model wins some clients."),
+    Field("rounds", "Rounds", "int"),
+    Field("local_epochs", "Local epochs", "int", "Passes over its data each client makes per round."),
+    Field("lr", "Learning rate", "float", step=0.01, fmt="%g"),
+    Field("participation", "Participation", "float", "Fraction of clients taking part each round.", 0.05, "%g"),
+    Field("seed", "Seed", "int", "Same seed = same data, same initial models, same run."),
+    Field("device", "Device", "select", "auto = the GPU when there is one."),
+    Field("batch_size", "Batch size", "int"),
+    Field("optimizer", "Optimiser", "select"),
+    Field("momentum", "Momentum", "float", step=0.05, fmt="%g"),
+    Field("aggregation", "Aggregation", "select", "model: average trained models (Option I); gradient: Option II."),
+    Field("model", "Model", "select", "Empty = the data set's default (MLP for digits, CNN for 28x28 images)."),
+    Field("unsupervised", "Unsupervised (autoencoder)", "bool", "Train without labels; ARI still measures the clustering."),
+    Field("shift", "Distribution shift", "select"),
+    Field("shift_options", "Shift options (JSON)", "json"),
+    Field("newcomer_share", "Newcomer share", "float", "Share of clients that join late.", 0.05, "%g"),
+    Field("newcomer_round", "Newcomers join at round", "int"),
+)}
+DATA_FIELDS = ("dataset", "partition", "clusters", "clients_per_cluster", "samples_per_client")
+ADVANCED_DATA = ("within", "alpha", "num_classes_per_partition", "quantity_skew", "test_samples_per_client")
+ADVANCED_TRAIN = ("batch_size", "optimizer", "momentum", "aggregation", "model", "unsupervised")
+ADVANCED_DYNAMICS = ("shift", "shift_options", "newcomer_share", "newcomer_round")
+# where a ConfigError's parameter is shown when it has no control of its own
+PARAM_SLOT = {"test_samples_per_client": "test_samples_per_client", "algorithms": "algorithm", "config": "general"}
+
+
+def key(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}"
+
+
+def default_config() -> dict:
+    return preset_config(DEFAULT_PRESET)
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def source_status() -> dict:
+    from cfl_core.data import source_status as status
+
+    return {s.name: s for s in status()}
+
+
+def algorithm_label(name: str) -> str:
+    from cfl_core.algorithms import ALGORITHMS
+
+    cls = ALGORITHMS.get(name)
+    return cls.label if cls else name
+
+
+# -- state -----------------------------------------------------------------------------
+def _coerce(f: Field, value, fallback):
+    try:
+        if f.kind == "int":
+            if isinstance(value, bool) or value is None:
+                return fallback
+            v = float(value)
+            return int(v) if v.is_integer() else fallback
+        if f.kind == "optint":
+            if value is None:
+                return None
+            v = float(value)
+            return int(v) if v.is_integer() else fallback
+        if f.kind == "float":
+            v = float(value)
+            return v if math.isfinite(v) else fallback
+        if f.kind == "bool":
+            return bool(value)
+        if f.kind == "json":
+            return value if isinstance(value, str) else json.dumps(value or {}, separators=(",", ":"))
+        if f.kind == "select":
+            return value if value in _choices(f.name) else fallback
+    except (TypeError, ValueError):
+        return fallback
+    return value
+
+
+def _option_fields(algorithm: str) -> list[tuple[str, typing.Any, typing.Any]]:
+    """(name, type hint, default) of an algorithm's options."""
+    from cfl_core.algorithms import ALGORITHMS
+
+    cls = ALGORITHMS.get(algorithm)
+    if cls is None:
+        return []
+    hints = typing.get_type_hints(cls.Options)
+    return [(f.name, hints[f.name], f.default) for f in dataclasses.fields(cls.Options)]
+
+
+def apply_config(prefix: str, config: dict, *, notes: list | None = None) -> None:
+    """Put a (partial) config into the controls' state; values a control cannot hold fall back to defaults."""
+    defaults = default_config()
+    merged = {**defaults, **{k: v for k, v in config.items() if k in defaults}}
+    for name, f in FIELDS.items():
+        value = merged.get(name)
+        fallback = defaults.get(name)
+        coerced = _coerce(f, value, fallback)
+        if notes is not None and name in config and coerced != value and not (f.kind == "json"):
+            notes.append(f"{name}={value!r} cannot be shown by its control; using {coerced!r}")
+        st.session_state[key(prefix, name)] = coerced
+    from cfl_core.algorithms import ALGORITHMS
+
+    cls = ALGORITHMS.get(merged.get("algorithm"))
+    uses = cls is not None and (cls.needs_models or cls.uses_init_mode)
+    st.session_state[key(prefix, "models_on")] = merged.get("models") is not None and not uses
+    if merged.get("models") is None:
+        clusters = merged.get("clusters")
+        st.session_state[key(prefix, "models")] = clusters if isinstance(clusters, int) else 4
+    # algorithm options: reset to defaults, then the given ones
+
+    given = merged.get("options") or {}
+    for algo in ALGORITHMS:
+        for name, hint, default in _option_fields(algo):
+            value = given.get(name, default) if algo == merged.get("algorithm") else default
+            st.session_state[key(prefix, f"opt.{algo}.{name}")] = value
+
+
+def ensure_state(prefix: str) -> None:
+    """Fill any missing control value (first visit, or after Streamlit dropped an unused widget's state)."""
+    base = shared_config() or default_config()
+    missing = {n: base.get(n) for n in FIELDS if key(prefix, n) not in st.session_state}
+    if missing:
+        current = {n: st.session_state.get(key(prefix, n), base.get(n)) for n in FIELDS}
+        current["options"] = base.get("options") or {}
+        apply_config(prefix, {**current, **missing})
+
+
+def values(prefix: str) -> dict:
+    """The config dict the controls describe now (not validated)."""
+    from cfl_core.algorithms import ALGORITHMS
+
+    out = {}
+    for name, f in FIELDS.items():
+        v = st.session_state.get(key(prefix, name))
+        if f.kind == "json":
+            try:
+                v = json.loads(v or "{}")
+            except json.JSONDecodeError:
+                v = {"__invalid_json__": v}
+        out[name] = v
+    algo = out.get("algorithm")
+    cls = ALGORITHMS.get(algo)
+    if cls is not None and not (cls.needs_models or cls.uses_init_mode or st.session_state.get(key(prefix, "models_on"))):
+        out["models"] = None
+    options = {}
+    for name, hint, default in _option_fields(algo):
+        v = st.session_state.get(key(prefix, f"opt.{algo}.{name}"), default)
+        if v != default:
+            options[name] = v
+    out["options"] = options
+    return out
+
+
+# -- URL -----------------------------------------------------------------------------------
+def sync_from_url(prefix: str, load_run_config=None, page_default: dict | None = None) -> dict | None:
+    """On a session's first visit to a page, or when a link with new query params arrives,
+    put the URL's configuration into the controls. Returns the page keys found (run, vs, ...)
+    when the URL was applied now, None otherwise."""
+    current = st.query_params.to_dict()
+    written = st.session_state.get(key(prefix, "_written"))
+    first = not st.session_state.get(key(prefix, "_init"))
+    extra = None
+    notes: list[str] = []
+    if current and current != written:
+        config, extra, problems = qp.decode(current)
+        notes += problems
+        if not config and extra.get("run") and load_run_config is not None:
+            config = load_run_config(extra["run"]) or {}
+        if config:
+            base = shared_config() or default_config()
+            apply_config(prefix, {**base, **config}, notes=notes)
+    elif first:
+        base = page_default or shared_config()
+        if base is None:
+            apply_config(prefix, default_config())
+            st.session_state[key(prefix, "preset")] = DEFAULT_PRESET
+        else:
+            apply_config(prefix, base)
+        extra = {}
+    st.session_state[key(prefix, "_init")] = True
+    if extra is not None:
+        st.session_state[key(prefix, "_notes")] = notes
+    ensure_state(prefix)
+    return extra
+
+
+def url_notes(prefix: str) -> list[str]:
+    """Problems found in the last link applied to this page (shown once)."""
+    return st.session_state.pop(key(prefix, "_notes"), []) or []
+
+
+def write_url(prefix: str, config: dict, extra: dict | None = None) -> dict:
+    """Make the URL describe this page's state (only when it changed)."""
+    params = qp.encode(config, extra)
+    if st.query_params.to_dict() != params:
+        st.query_params.from_dict(params)
+    st.session_state[key(prefix, "_written")] = params
+    return params
+
+
+def share_link(params: dict) -> str:
+    try:
+        base = st.context.url or ""
+    except Exception:
+        base = ""
+    return qp.link(base or "http://localhost:8501/", params)
+
+
+# -- widgets ---------------------------------------------------------------------------------
+@dataclass
+class Panel:
+    """Controls of one page; `slots` are the places where each field's message goes."""
+
+    prefix: str
+    slots: dict = field(default_factory=dict)
+
+    def k(self, name: str) -> str:
+        return key(self.prefix, name)
+
+    def widget(self, name: str, where=None, *, disabled: bool = False, label: str | None = None,
+               help: str | None = None, format_func=None):
+        f = FIELDS[name]
+        where = where or st.sidebar
+        k = self.k(name)
+        label = label or f.label
+        help = help if help is not None else (f.help or None)
+        if f.kind == "select":
+            options = _choices(name)
+            if st.session_state.get(k) not in options:
+                st.session_state[k] = options[0]
+            where.selectbox(label, options, key=k, help=help, disabled=disabled,
+                            format_func=format_func or (lambda v: "default" if v is None else str(v)))
+        elif f.kind == "int":
+            where.number_input(label, key=k, step=1, format="%d", help=help, disabled=disabled)
+        elif f.kind == "optint":
+            where.number_input(label, key=k, step=1, format="%d", help=help, disabled=disabled,
+                               placeholder="default")
+        elif f.kind == "float":
+            where.number_input(label, key=k, step=f.step or 0.1, format=f.fmt or "%g", help=help,
+                               disabled=disabled)
+        elif f.kind == "bool":
+            where.checkbox(label, key=k, help=help, disabled=disabled)
+        elif f.kind == "json":
+            where.text_input(label, key=k, help=help, disabled=disabled)
+        self.slots[name] = where.empty()
+
+    def pair(self, a: str, b: str, where=None, **kw) -> None:
+        where = where or st.sidebar
+        c1, c2 = where.columns(2)
+        self.widget(a, c1, **kw.get(a, {}))
+        self.widget(b, c2, **kw.get(b, {}))
+
+    def general_slot(self, where=None):
+        self.slots["general"] = (where or st.sidebar).empty()
+
+    # -- groups ----------------------------------------------------------------------------
+    def data_controls(self, where=None) -> None:
+        where = where or st.sidebar
+        status = source_status()
+        self.widget("dataset", where, format_func=lambda n: n if status.get(n) is None or status[n].available
+                    else f"{n}  (not installed)",
+                    help="Bundled data sets start at once; the others need their files (see the message).")
+        from cfl_core.partition import PARTITION_HELP
+
+        self.widget("partition", where, help=None)
+        part = st.session_state.get(self.k("partition"))
+        if part in PARTITION_HELP:
+            where.caption(PARTITION_HELP[part])
+        self.pair("clusters", "clients_per_cluster", where)
+        self.widget("samples_per_client", where)
+
+    def algorithm_controls(self, where=None, *, pick_algorithm: bool = True, algorithms=None) -> None:
+        from cfl_core.algorithms import ALGORITHMS
+
+        where = where or st.sidebar
+        if pick_algorithm:
+            names = list(algorithms or ALGORITHMS)
+            if st.session_state.get(self.k("algorithm")) not in names:
+                st.session_state[self.k("algorithm")] = names[0]
+            where.selectbox("Algorithm", names, key=self.k("algorithm"), format_func=algorithm_label,
+                            help="Every algorithm of the registry; they share one engine.")
+            self.slots["algorithm"] = where.empty()
+            cls = ALGORITHMS.get(st.session_state.get(self.k("algorithm")))
+            if cls is not None and cls.summary:
+                where.caption(cls.summary)
+
+    def model_controls(self, where=None, *, algorithms: list[str] | None = None) -> None:
+        """K-hat and init mode, enabled when (one of) the algorithm(s) uses them."""
+        from cfl_core.algorithms import ALGORITHMS
+
+        where = where or st.sidebar
+        names = algorithms or [st.session_state.get(self.k("algorithm"))]
+        classes = [ALGORITHMS[n] for n in names if n in ALGORITHMS]
+        uses_k = any(c.needs_models or c.uses_init_mode for c in classes)
+        uses_init = any(c.uses_init_mode for c in classes)
+        c1, c2 = where.columns(2)
+        self.widget("models", c1, disabled=not uses_k,
+                    help="How many models the algorithm keeps." if uses_k else
+                    "Not used by this algorithm (it decides its own number of models).")
+        self.widget("init", c2, disabled=not uses_init,
+                    help=FIELDS["init"].help if uses_init else "This algorithm does not use the init modes.")
+
+    def option_controls(self, algorithm: str, where=None) -> None:
+        """The algorithm's own options, from its Options dataclass (nothing hard-coded)."""
+        fields_ = _option_fields(algorithm)
+        where = where or st.sidebar
+        self.slots["options"] = where.empty()
+        if not fields_:
+            return
+        with where.expander(f"{algorithm_label(algorithm)} options"):
+            module = sys.modules.get(_options_module(algorithm))
+            for name, hint, default in fields_:
+                k = self.k(f"opt.{algorithm}.{name}")
+                if k not in st.session_state:
+                    st.session_state[k] = default
+                base, optional = _plain(hint)
+                label = name.replace("_", " ")
+                choices = _option_choices(module, name)
+                if choices:
+                    if st.session_state[k] not in choices:
+                        st.session_state[k] = default if default in choices else choices[0]
+                    st.selectbox(label, choices, key=k)
+                elif base is bool:
+                    st.checkbox(label, key=k)
+                elif base is int:
+                    st.number_input(label, key=k, step=1, format="%d",
+                                    placeholder="none" if optional else None)
+                elif base is float:
+                    st.number_input(label, key=k, step=0.05, format="%g",
+                                    placeholder="none" if optional else None)
+                else:
+                    st.text_input(label, key=k)
+            self.slots["options_inner"] = st.empty()
+
+    def training_controls(self, where=None) -> None:
+        where = where or st.sidebar
+        self.pair("rounds", "local_epochs", where)
+        self.pair("lr", "participation", where)
+        self.pair("seed", "device", where)
+
+    def advanced_controls(self, where=None, *, training: bool = True, dynamics: bool = True) -> None:
+        where = where or st.sidebar
+        with where.expander("More settings"):
+            st.markdown("**Data inside a cluster**")
+            for name in ADVANCED_DATA:
+                self.widget(name, st)
+            if training:
+                st.markdown("**Training**")
+                for name in ADVANCED_TRAIN:
+                    self.widget(name, st)
+            if dynamics:
+                st.markdown("**Clients that change**")
+                for name in ADVANCED_DYNAMICS:
+                    self.widget(name, st)
+            if training:
+                self.widget_models_toggle()
+
+    def widget_models_toggle(self) -> None:
+        st.checkbox("Give K-hat to algorithms that do not need it", key=self.k("models_on"),
+                    help="Some algorithms (e.g. CFL) find their own number of models; tick to pass K-hat anyway.")
+
+    # -- messages ----------------------------------------------------------------------
+    def show_error(self, error) -> None:
+        """Put a ConfigError's message by the control it names."""
+        param = getattr(error, "parameter", "general") or "general"
+        name = PARAM_SLOT.get(param, param)
+        if name.startswith("options."):
+            name = "options_inner" if "options_inner" in self.slots else "options"
+        slot = self.slots.get(name) or self.slots.get("general")
+        if slot is not None:
+            slot.error(str(error), icon=":material/warning:")
+
+    def show_warning(self, name: str, text: str) -> None:
+        slot = self.slots.get(name) or self.slots.get("general")
+        if slot is not None:
+            slot.warning(text, icon=":material/lock:")
+
+
+def _options_module(algorithm: str) -> str:
+    from cfl_core.algorithms import ALGORITHMS
+
+    cls = ALGORITHMS.get(algorithm)
+    return cls.__module__ if cls else ""
+
+
+def _plain(hint):
+    import types as _types
+
+    optional = False
+    if typing.get_origin(hint) in (typing.Union, _types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(hint))
+        hint = args[0]
+    return hint, optional
+
+
+def _option_choices(module, name: str) -> list | None:
+    """Choices an algorithm module declares for an option, by convention as NAME + 'S' (e.g. FIRST_ASSIGNMENTS)."""
+    if module is None:
+        return None
+    for attr in (name.upper() + "S", name.upper() + "ES", name.upper() + "_CHOICES"):
+        value = getattr(module, attr, None)
+        if isinstance(value, (tuple, list)) and value and all(isinstance(v, str) for v in value):
+            return list(value)
+    return None
+
+
+# -- validation -------------------------------------------------------------------------------
+@dataclass
+class Verdict:
+    configs: list  # validated ExperimentConfigs (empty when blocked)
+    error: object | None = None  # the ConfigError shown by its control
+    blocked: str | None = None  # why Run is disabled (one line), None when it may run
+    estimate: object | None = None
+
+
+def check_dataset(panel: Panel, config: dict) -> str | None:
+    status = source_status().get(config.get("dataset"))
+    if status is not None and not status.available:
+        text = f"{status.name} is not installed here. {status.how_to_get}"
+        panel.show_warning("dataset", text)
+        return text
+    return None
+
+
+def check_device(panel: Panel, config: dict) -> str | None:
+    if config.get("device") == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            text = "device='cuda' is not allowed: no CUDA device is visible here; use auto or cpu"
+            slot = panel.slots.get("device")
+            if slot is not None:
+                slot.error(text, icon=":material/warning:")
+            return text
+    return None
+
+
+def validate(panel: Panel, build, *, parallel: bool = True) -> Verdict:
+    """Run the page's `build()` (-> list of ExperimentConfig, raising ConfigError), show problems, estimate."""
+    from cfl_core.errors import ConfigError
+
+    from .estimate import estimate
+
+    current = values(panel.prefix)
+    blocked = check_dataset(panel, current) or check_device(panel, current)
+    if "__invalid_json__" in (current.get("shift_options") or {}):
+        err = ConfigError("shift_options", current["shift_options"]["__invalid_json__"], "a JSON object, e.g. {}")
+        panel.show_error(err)
+        return Verdict([], err, str(err))
+    try:
+        configs = build(current)
+    except ConfigError as err:
+        panel.show_error(err)
+        return Verdict([], err, str(err))
+    except (TypeError, ValueError) as err:  # a value no control should produce; still say so
+        panel.slots.get("general", st.sidebar).error(str(err))
+        return Verdict([], err, str(err))
+    if blocked:
+        return Verdict([], None, blocked)
+    est = estimate(configs, parallel=parallel)
+    if not est.ok:
+        return Verdict([], None, est.message(), est)
+    set_shared_config(configs[0].to_dict())
+    return Verdict(configs, None, None, est)
+
+
+# -- presets ------------------------------------------------------------------------------------
+def preset_picker(panel: Panel, where=None, *, names: list[str] | None = None, on_apply=None) -> None:
+    """The preset selector (first in the sidebar): choosing one fills every control."""
+    where = where or st.sidebar
+    names = names or list(PRESETS)
+    k = panel.k("preset")
+    options = ["—", *names]
+    if st.session_state.get(k) not in options:
+        st.session_state[k] = "—"
+
+    def _apply():
+        name = st.session_state.get(k)
+        if name in PRESETS:
+            apply_config(panel.prefix, preset_config(name))
+            if on_apply is not None:
+                on_apply(PRESETS[name])
+
+    status = source_status()
+
+    def _fmt(name):
+        if name == "—":
+            return "— choose a preset —"
+        ds = PRESETS[name].config.get("dataset")
+        s = status.get(ds)
+        return name if s is None or s.available else f"{name}  (needs {ds})"
+
+    where.selectbox("Preset", options, key=k, on_change=_apply, format_func=_fmt,
+                    help="A preset fills every control below; change anything afterwards.")
+    chosen = st.session_state.get(k)
+    if chosen in PRESETS:
+        modified = _differs(panel.prefix, preset_config(chosen))
+        where.caption(PRESETS[chosen].blurb + ("  \n*(modified below)*" if modified else ""))
+
+
+def _differs(prefix: str, config: dict) -> bool:
+    now = values(prefix)
+    return any(now.get(k) != v for k, v in config.items() if k in FIELDS and k not in ("options",)) or (
+        (now.get("options") or {}) != (config.get("options") or {}))

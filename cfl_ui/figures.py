@@ -1,0 +1,442 @@
+"""Plotly figure builders. Pure functions of records (or partition facts): no Streamlit here.
+
+Every builder returns a `plotly.graph_objects.Figure` in the house style of
+cfl_ui.palette: true clusters coloured from one palette, models told apart by
+symbol (scatter) or by a second palette (heatmap, stacked area).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .embedding import Embedding
+from .palette import (GRID, UNPLACED, cluster_color, layout, model_color, model_symbol)
+
+ARI_TARGET = 0.9
+
+
+def _hex_alpha(color: str, alpha: float) -> str:
+    color = color.lstrip("#")
+    r, g, b = (int(color[i:i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def empty_figure(message: str, height: int = 240) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font=dict(size=13, color="#666"))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return layout(fig, height=height, legend=False)
+
+
+# -- the loss-vector embedding ----------------------------------------------------
+def _hover(frame, i, value_label="losses") -> str:
+    losses = frame.losses[i]
+    shown = ", ".join(f"{v:.3f}" for v in losses[:8]) + (", …" if len(losses) > 8 else "")
+    model = int(frame.models[i])
+    return (f"<b>client {int(frame.clients[i])}</b> · true cluster {int(frame.clusters[i])}<br>"
+            f"assigned model {model if model >= 0 else '—'}<br>{value_label}: [{shown}]")
+
+
+def _cluster_traces(frame, clusters, dims, value_label="losses"):
+    traces = []
+    for c in clusters:
+        mask = frame.clusters == c
+        pts = frame.points[mask]
+        idx = np.flatnonzero(mask)
+        text = [_hover(frame, i, value_label) for i in idx]
+        symbols = [model_symbol(m, dims) for m in frame.models[mask]]
+        common = dict(mode="markers", name=f"cluster {c}", legendgroup=f"cluster{c}", text=text,
+                      hovertemplate="%{text}<extra></extra>", showlegend=False)
+        if dims == 3:
+            traces.append(go.Scatter3d(x=pts[:, 0], y=pts[:, 1], z=pts[:, 2], marker=dict(
+                color=cluster_color(c), symbol=symbols, size=5, line=dict(width=0.5, color="white")), **common))
+        else:
+            traces.append(go.Scatter(x=pts[:, 0], y=pts[:, 1], marker=dict(
+                color=cluster_color(c), symbol=symbols, size=12, line=dict(width=1, color="white"), opacity=0.92),
+                **common))
+    return traces
+
+
+def _note(frame, dims):
+    text = f"round {frame.round}" + (f" · {frame.note}" if frame.note else "")
+    return [dict(text=text, showarrow=False, x=0, y=1.0, xref="paper", yref="paper", xanchor="left",
+                 yanchor="bottom", font=dict(size=11, color="#8a6d3b" if frame.note else "#666"))]
+
+
+def embedding_figure(emb: Embedding, active_round: int | None = None, height: int = 470,
+                     animate: bool = True) -> go.Figure:
+    """Clients as points (colour = true cluster, symbol = assigned model), one animation frame per round."""
+    dims = 3 if emb.dims == 3 else 2
+    clusters = sorted({int(c) for f in emb.frames for c in f.clusters})
+    models = sorted({int(m) for f in emb.frames for m in f.models if m >= 0} | set(range(emb.num_models)))
+    idx = emb.frame_index(active_round)
+    label = "losses" if emb.what == "loss vectors" else emb.what
+    fig = go.Figure(data=_cluster_traces(emb.frames[idx], clusters, dims, label))
+    n_cluster_traces = len(clusters)
+    for c in clusters:  # the colour legend (static traces: the data traces mix symbols)
+        marker = dict(symbol="circle", color=cluster_color(c), size=10 if dims != 3 else 5)
+        legend = dict(mode="markers", name=f"cluster {c}", legendgroup=f"cluster{c}", hoverinfo="skip",
+                      legendgrouptitle_text="true cluster" if c == clusters[0] else None)
+        if dims == 3:
+            fig.add_trace(go.Scatter3d(x=[None], y=[None], z=[None], marker=marker, **legend))
+        else:
+            fig.add_trace(go.Scatter(x=[None], y=[None], marker=marker, **legend))
+    for m in models[:16]:  # the symbol legend (static traces, never animated)
+        marker = dict(symbol=model_symbol(m, dims), color="rgba(90,90,90,0.85)", size=9 if dims != 3 else 5)
+        legend = dict(mode="markers", name=f"model {m}", legendgroup="models", hoverinfo="skip",
+                      legendgrouptitle_text="assigned model" if m == models[0] else None)
+        if dims == 3:
+            fig.add_trace(go.Scatter3d(x=[None], y=[None], z=[None], marker=marker, **legend))
+        else:
+            fig.add_trace(go.Scatter(x=[None], y=[None], marker=marker, **legend))
+    if emb.method == "raw" and dims == 2 and emb.num_models == 2:
+        lo, hi = emb.ranges[0]
+        fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="equal losses",
+                                 line=dict(color="#bbb", dash="dot", width=1), hoverinfo="skip"))
+    if dims == 3:
+        fig.update_layout(scene=dict(
+            xaxis=dict(title=emb.axis_titles[0], range=emb.ranges[0], backgroundcolor="white", gridcolor=GRID),
+            yaxis=dict(title=emb.axis_titles[1], range=emb.ranges[1], backgroundcolor="white", gridcolor=GRID),
+            zaxis=dict(title=emb.axis_titles[2], range=emb.ranges[2], backgroundcolor="white", gridcolor=GRID),
+            aspectmode="cube"), uirevision="embedding")
+    else:
+        fig.update_xaxes(title=emb.axis_titles[0], range=emb.ranges[0], zeroline=False, gridcolor=GRID)
+        fig.update_yaxes(title=emb.axis_titles[1], range=emb.ranges[1], zeroline=False, gridcolor=GRID)
+    layout(fig, height=height)
+    fig.update_layout(legend=dict(orientation="v", yanchor="top", y=1, x=1.02, xanchor="left"),
+                      margin=dict(l=10, r=10, t=30, b=10 if len(emb.frames) < 2 or not animate else 105),
+                      annotations=_note(emb.frames[idx], dims))
+    if animate and len(emb.frames) > 1:
+        redraw = dims == 3
+        fig.frames = [
+            go.Frame(data=_cluster_traces(f, clusters, dims, label), traces=list(range(n_cluster_traces)),
+                     name=str(f.round), layout=go.Layout(annotations=_note(f, dims)))
+            for f in emb.frames
+        ]
+        step_args = lambda name: [[name], dict(mode="immediate", frame=dict(duration=0, redraw=redraw),
+                                              transition=dict(duration=0))]
+        fig.update_layout(
+            updatemenus=[dict(
+                type="buttons", direction="left", x=0, y=-0.2, xanchor="left", yanchor="top", showactive=False,
+                pad=dict(t=0, r=6), buttons=[
+                    dict(label="▶ play", method="animate",
+                         args=[None, dict(frame=dict(duration=650, redraw=redraw), fromcurrent=False,
+                                          transition=dict(duration=350, easing="cubic-in-out"))]),
+                    dict(label="❚❚", method="animate",
+                         args=[[None], dict(mode="immediate", frame=dict(duration=0, redraw=False),
+                                            transition=dict(duration=0))]),
+                ])],
+            sliders=[dict(
+                active=idx, x=0.16, len=0.84, y=-0.15, yanchor="top", pad=dict(t=0, b=0),
+                currentvalue=dict(prefix="round ", font=dict(size=12)),
+                steps=[dict(label=str(f.round), method="animate", args=step_args(str(f.round))) for f in emb.frames],
+            )],
+        )
+    return fig
+
+
+# -- assignments ------------------------------------------------------------------
+def _discrete_scale(colors: list[str]) -> list:
+    n = len(colors)
+    scale = []
+    for i, c in enumerate(colors):
+        scale += [[i / n, c], [(i + 1) / n, c]]
+    return scale
+
+
+def _truth(record) -> np.ndarray:
+    n = len(record.assignments)
+    if record.true_clusters and len(record.true_clusters) == n:
+        return np.asarray(record.true_clusters, dtype=int)
+    return np.zeros(n, dtype=int)
+
+
+def assignment_heatmap(records, height: int | None = None) -> go.Figure:
+    """Clients (rows, grouped by true cluster) x rounds, each cell coloured by the model the client used."""
+    records = list(records)
+    if not records:
+        return empty_figure("no rounds yet")
+    truth = _truth(records[-1])
+    n = len(truth)
+    order = np.lexsort((np.arange(n), truth))
+    z_int = np.array([r.assignments for r in records], dtype=int).T[order]
+    k = max(int(z_int.max()) + 1, 1)
+    z = z_int.astype(float)
+    z[z_int < 0] = np.nan
+    rounds = [r.round for r in records]
+    clients = order
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.04, 0.96], horizontal_spacing=0.006)
+    clusters = sorted(set(truth.tolist()))
+    fig.add_trace(go.Heatmap(
+        z=truth[order][:, None], x=["true"], y=list(range(n)), showscale=False, zmin=-0.5,
+        zmax=max(clusters) + 0.5, colorscale=_discrete_scale([cluster_color(c) for c in range(max(clusters) + 1)]),
+        customdata=clients[:, None], hovertemplate="client %{customdata} · true cluster %{z}<extra></extra>",
+        xgap=0, ygap=0), row=1, col=1)
+    ticks = list(range(k)) if k <= 12 else list(range(0, k, max(1, k // 8)))
+    fig.add_trace(go.Heatmap(
+        z=z, x=rounds, y=list(range(n)), zmin=-0.5, zmax=k - 0.5,
+        colorscale=_discrete_scale([model_color(m) for m in range(k)]),
+        customdata=np.repeat(clients[:, None], len(rounds), axis=1),
+        hovertemplate="client %{customdata}<br>round %{x}: model %{z}<extra></extra>",
+        colorbar=dict(title=dict(text="model", side="top"), tickvals=ticks, ticktext=[str(t) for t in ticks],
+                      thickness=12, len=0.9), xgap=0, ygap=1 if n <= 60 else 0), row=1, col=2)
+    # cluster blocks: labels in the middle, separators between them
+    sorted_truth = truth[order]
+    tickvals, ticktext = [], []
+    for c in clusters:
+        rows = np.flatnonzero(sorted_truth == c)
+        tickvals.append(float(rows.mean()))
+        ticktext.append(f"cluster {c}")
+        if rows[0] > 0:
+            fig.add_hline(y=rows[0] - 0.5, line=dict(color="white", width=3), row=1, col=2)
+    fig.update_yaxes(tickvals=tickvals, ticktext=ticktext, autorange="reversed", showgrid=False, row=1, col=1)
+    fig.update_yaxes(showgrid=False, row=1, col=2)
+    fig.update_xaxes(showticklabels=False, showgrid=False, row=1, col=1)
+    fig.update_xaxes(title="round", showgrid=False, row=1, col=2)
+    if height is None:
+        height = int(min(620, max(260, 9 * n + 110)))
+    fig.update_layout(plot_bgcolor=UNPLACED)
+    return layout(fig, height=height, legend=False)
+
+
+def clients_per_model(records, height: int = 300) -> go.Figure:
+    """How many clients each model serves, round by round (stacked): a collapse shows as one band."""
+    records = list(records)
+    if not records:
+        return empty_figure("no rounds yet")
+    assign = np.array([r.assignments for r in records], dtype=int)
+    k = max(int(assign.max()) + 1, 1)
+    rounds = [r.round for r in records]
+    fig = go.Figure()
+    for m in range(k):
+        counts = (assign == m).sum(1)
+        if not counts.any():
+            continue
+        color = model_color(m)
+        fig.add_trace(go.Scatter(x=rounds, y=counts, name=f"model {m}", stackgroup="clients", mode="lines",
+                                 line=dict(width=0.6, color=color), fillcolor=_hex_alpha(color, 0.75),
+                                 hovertemplate=f"model {m}: " + "%{y} clients in round %{x}<extra></extra>"))
+    fig.update_xaxes(title="round", gridcolor=GRID)
+    fig.update_yaxes(title="clients", gridcolor=GRID, rangemode="tozero")
+    layout(fig, height=height, legend=k <= 12)
+    fig.update_layout(legend_traceorder="normal")
+    return fig
+
+
+# -- curves ---------------------------------------------------------------------
+@dataclass
+class Series:
+    label: str
+    records: tuple
+    color: str
+    dash: str | None = None
+
+
+def _values(records, metric: str):
+    xs, ys = [], []
+    total = 0.0
+    for r in records:
+        if metric == "mb":
+            total += (r.bytes_down + r.bytes_up) / 1e6
+            v = total
+        elif metric == "seconds":
+            total += r.seconds or 0.0
+            v = total
+        else:
+            v = getattr(r, metric, None)
+            if v is None:
+                v = (r.extras or {}).get(metric)
+        xs.append(r.round)
+        ys.append(v)
+    return xs, ys
+
+
+def has_metric(series_list, metric: str) -> bool:
+    return any(any(v is not None for v in _values(s.records, metric)[1]) for s in series_list)
+
+
+METRIC_TITLES = {"accuracy": "test accuracy (mean over clients)", "weighted_accuracy": "test accuracy (weighted)",
+                 "ari": "ARI vs true clusters", "nmi": "NMI vs true clusters", "loss": "test loss",
+                 "train_loss": "training loss", "mb": "MB sent (cumulative)", "seconds": "seconds (cumulative)",
+                 "models_in_use": "models in use"}
+
+
+def metric_figure(series_list, metrics: list[str], height: int = 300, y_title: str | None = None,
+                  target: float | None = None, log_y: bool = False) -> go.Figure:
+    """Curves over rounds: one colour per series (algorithm), one dash style per metric."""
+    dashes = [None, "dot", "dash", "dashdot"]
+    fig = go.Figure()
+    for s in series_list:
+        for j, metric in enumerate(metrics):
+            xs, ys = _values(s.records, metric)
+            if not any(v is not None for v in ys):
+                continue
+            name = s.label if len(metrics) == 1 else f"{s.label} · {metric.upper() if len(metric) <= 3 else metric}"
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines+markers" if len(xs) < 40 else "lines", name=name,
+                line=dict(color=s.color, dash=s.dash or dashes[j % len(dashes)], width=2.2 if j == 0 else 1.6),
+                marker=dict(size=5), legendgroup=s.label,
+                hovertemplate=f"{name}<br>round " + "%{x}: %{y:.4g}<extra></extra>"))
+    if target is not None:
+        fig.add_hline(y=target, line=dict(color="#999", dash="dash", width=1),
+                      annotation_text=f"{target:g}", annotation_position="bottom right",
+                      annotation_font=dict(size=10, color="#888"))
+    fig.update_xaxes(title="round", gridcolor=GRID)
+    fig.update_yaxes(title=y_title or METRIC_TITLES.get(metrics[0], metrics[0]), gridcolor=GRID,
+                     type="log" if log_y else None)
+    if metrics[0] in ("accuracy", "weighted_accuracy", "ari", "nmi") and not log_y:
+        lo = min([0.0] + [v for s in series_list for m in metrics for v in _values(s.records, m)[1]
+                          if v is not None])
+        fig.update_yaxes(range=[min(lo, 0) - 0.03, 1.03])
+    return layout(fig, height=height)
+
+
+# -- IFCA initialisation explorer ------------------------------------------------
+def success_figure(rows: list[dict], algorithms: list[str], modes: list[str], labels: dict[str, str],
+                   colors: dict[str, str], height: int = 330) -> go.Figure:
+    """Share of seeds whose final ARI is 1, per init mode (x) and algorithm (colour)."""
+    fig = go.Figure()
+    for algo in algorithms:
+        ys, texts = [], []
+        for mode in modes:
+            done = [r for r in rows if r["algorithm"] == algo and r["init"] == mode and r["final_ari"] is not None]
+            wins = sum(1 for r in done if r["final_ari"] >= 0.9999)
+            ys.append(wins / len(done) if done else None)
+            texts.append(f"{wins}/{len(done)}" if done else "")
+        fig.add_trace(go.Bar(x=modes, y=ys, name=labels.get(algo, algo), marker_color=colors[algo], text=texts,
+                             textposition="outside", cliponaxis=False,
+                             hovertemplate=labels.get(algo, algo) + ", init %{x}: %{text} seeds recover the clusters<extra></extra>"))
+    fig.update_layout(barmode="group", bargap=0.25)
+    fig.update_yaxes(title="seeds with final ARI = 1", tickformat=".0%", range=[0, 1.15], gridcolor=GRID)
+    fig.update_xaxes(title="initialisation")
+    return layout(fig, height=height)
+
+
+def spread_figure(rows: list[dict], algorithms: list[str], modes: list[str], labels: dict[str, str],
+                  colors: dict[str, str], metric: str = "final_ari", height: int = 330) -> go.Figure:
+    """Every seed's final value (points) and their spread (box), per init mode and algorithm."""
+    fig = go.Figure()
+    for algo in algorithms:
+        sel = [r for r in rows if r["algorithm"] == algo and r.get(metric) is not None]
+        fig.add_trace(go.Box(
+            x=[r["init"] for r in sel], y=[r[metric] for r in sel], name=labels.get(algo, algo),
+            marker_color=colors[algo], boxpoints="all", jitter=0.45, pointpos=0, line=dict(width=1.2),
+            marker=dict(size=7, opacity=0.8, line=dict(width=0.5, color="white")),
+            customdata=[[r["seed"], r["ref"]] for r in sel],
+            hovertemplate=labels.get(algo, algo) + ", init %{x}, seed %{customdata[0]}: %{y:.3f}<extra></extra>"))
+    fig.update_layout(boxmode="group")
+    title = "final ARI" if metric == "final_ari" else "final accuracy"
+    fig.update_yaxes(title=title, range=[-0.08, 1.08] if metric == "final_ari" else None, gridcolor=GRID)
+    fig.update_xaxes(title="initialisation", categoryorder="array", categoryarray=modes)
+    return layout(fig, height=height)
+
+
+# -- partitions -----------------------------------------------------------------
+def cluster_class_heatmap(clients: list[dict], num_classes: int, height: int = 300) -> go.Figure:
+    """Training samples of each class (as the clients see their labels) in each true cluster."""
+    clusters = sorted({c["cluster"] for c in clients})
+    z = np.zeros((len(clusters), num_classes), dtype=int)
+    for c in clients:
+        counts = c.get("label_counts") or []
+        z[clusters.index(c["cluster"]), : len(counts)] += np.asarray(counts, dtype=int)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[str(j) for j in range(num_classes)], y=[f"cluster {c}" for c in clusters], colorscale="Blues",
+        text=z, texttemplate="%{text}", textfont=dict(size=10), xgap=1, ygap=1, zmin=0, zmax=max(1, int(z.max())),
+        hovertemplate="%{y}, class %{x}: %{z} samples<extra></extra>", colorbar=dict(title="samples", thickness=12)))
+    fig.update_xaxes(title="class (label as the clients see it)", type="category")
+    fig.update_yaxes(autorange="reversed")
+    return layout(fig, height=height, legend=False)
+
+
+def _class_colors(n: int) -> list[str]:
+    import plotly.colors as pc
+
+    return pc.sample_colorscale("Viridis", [i / max(1, n - 1) for i in range(n)])
+
+
+def client_labels_figure(clients: list[dict], num_classes: int, height: int = 320) -> go.Figure:
+    """Each client's training labels, stacked by class, clients grouped by true cluster."""
+    ordered = sorted(clients, key=lambda c: (c["cluster"], c["id"]))
+    x = [f"{c['id']}" for c in ordered]
+    fig = go.Figure()
+    colors = _class_colors(num_classes)
+    for j in range(num_classes):
+        ys = [(c.get("label_counts") or [0] * num_classes)[j] if j < len(c.get("label_counts") or []) else 0
+              for c in ordered]
+        if not any(ys):
+            continue
+        fig.add_trace(go.Bar(x=x, y=ys, name=f"class {j}", marker_color=colors[j],
+                             hovertemplate=f"client %{{x}}, class {j}: %{{y}}<extra></extra>"))
+    _cluster_bands(fig, ordered)
+    fig.update_layout(barmode="stack", bargap=0.15)
+    fig.update_xaxes(title="client (grouped by true cluster)", type="category")
+    fig.update_yaxes(title="training samples", gridcolor=GRID)
+    layout(fig, height=height)
+    fig.update_layout(legend_traceorder="normal")
+    return fig
+
+
+def _cluster_bands(fig, ordered):
+    """A coloured band under each cluster's clients on a categorical x axis."""
+    start = 0
+    for i in range(1, len(ordered) + 1):
+        if i == len(ordered) or ordered[i]["cluster"] != ordered[start]["cluster"]:
+            c = ordered[start]["cluster"]
+            fig.add_shape(type="rect", xref="x", yref="paper", x0=start - 0.5, x1=i - 0.5, y0=-0.02, y1=0.0,
+                          fillcolor=cluster_color(c), line=dict(width=0))
+            start = i
+
+
+def client_sizes_figure(clients: list[dict], height: int = 300) -> go.Figure:
+    """Training and test samples per client, coloured by true cluster."""
+    ordered = sorted(clients, key=lambda c: (c["cluster"], c["id"]))
+    x = [str(c["id"]) for c in ordered]
+    colors = [cluster_color(c["cluster"]) for c in ordered]
+    fig = go.Figure([
+        go.Bar(x=x, y=[c["n_train"] for c in ordered], name="train", marker_color=colors,
+               customdata=[c["cluster"] for c in ordered],
+               hovertemplate="client %{x} (cluster %{customdata}): %{y} train samples<extra></extra>"),
+        go.Bar(x=x, y=[c["n_test"] for c in ordered], name="test", marker_color=[_hex_alpha(c, 0.4) for c in colors],
+               hovertemplate="client %{x}: %{y} test samples<extra></extra>"),
+    ])
+    fig.update_layout(barmode="group", bargap=0.2)
+    fig.update_xaxes(title="client (grouped by true cluster)", type="category")
+    fig.update_yaxes(title="samples", gridcolor=GRID)
+    return layout(fig, height=height)
+
+
+def image_grid_figure(rows: list[tuple[str, np.ndarray, list[str]]], height: int | None = None) -> go.Figure:
+    """Rows of small images: (row title, images [n, C, H, W] in [0, 1], one caption per image)."""
+    n_rows = len(rows)
+    n_cols = max(len(r[1]) for r in rows) if rows else 1
+    titles = []
+    for _, imgs, caps in rows:
+        titles += list(caps) + [""] * (n_cols - len(caps))
+    fig = make_subplots(rows=n_rows, cols=n_cols, subplot_titles=titles, horizontal_spacing=0.012,
+                        vertical_spacing=0.09 if n_rows > 1 else 0.05)
+    for i, (label, imgs, _) in enumerate(rows):
+        for j, img in enumerate(imgs):
+            img = np.asarray(img, dtype=float)
+            if img.shape[0] == 3:
+                rgb = (np.clip(img.transpose(1, 2, 0), 0, 1) * 255).astype(np.uint8)
+                fig.add_trace(go.Image(z=rgb, hoverinfo="skip"), row=i + 1, col=j + 1)
+            else:
+                fig.add_trace(go.Heatmap(z=img[0], colorscale="Greys", showscale=False, zmin=0, zmax=1,
+                                         hoverinfo="skip"), row=i + 1, col=j + 1)
+        fig.add_annotation(text=f"<b>{label}</b>", xref="paper", yref="paper", x=-0.005, xanchor="right",
+                           y=1 - (i + 0.5) / n_rows, showarrow=False, font=dict(size=12, color=cluster_color(i)))
+    fig.update_xaxes(visible=False, constrain="domain")
+    fig.update_yaxes(visible=False, autorange="reversed", constrain="domain")
+    for k in range(1, n_rows * n_cols + 1):  # square pixels: each y axis follows its own x axis
+        fig.layout[f"yaxis{k if k > 1 else ''}"].scaleanchor = f"x{k if k > 1 else ''}"
+    for ann in fig.layout.annotations:
+        if ann.text and not ann.text.startswith("<b>"):
+            ann.font = dict(size=10, color="#444")
+    layout(fig, height=height or int(95 * n_rows + 40), legend=False)
+    fig.update_layout(margin=dict(l=110, r=10, t=24, b=6))
+    return fig

@@ -1,0 +1,88 @@
+"""A partition before any training: who holds what, and what the clusters' data look like.
+
+`partition_facts(config_dict)` builds the partition with the core (no training,
+no federation) and returns plain data: the partition's JSON (cluster, sizes and
+label counts of every client) and rows of sample images per cluster. For
+feature skew and concept shift the SAME source images go through every
+cluster's transform, so the rotation or the swapped label is what differs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+PARTITION_KEYS = ("dataset", "partition", "clusters", "clients_per_cluster", "samples_per_client",
+                  "test_samples_per_client", "within", "alpha", "num_classes_per_partition", "quantity_skew", "seed")
+IMAGES_PER_ROW = 8
+
+
+def partition_config(config: dict):
+    from cfl_core.partition import PartitionConfig
+
+    return PartitionConfig(**{k: config[k] for k in PARTITION_KEYS if k in config})
+
+
+def _source_images(ds, count: int) -> list[int]:
+    """Rows of the train pool: one per class first (distinct labels), then the next ones."""
+    y = ds.y_train.numpy() if ds.info.task == "classification" else np.zeros(len(ds.x_train), int)
+    picked, seen = [], set()
+    for i, label in enumerate(y):
+        if label not in seen:
+            picked.append(i)
+            seen.add(label)
+        if len(picked) >= count:
+            break
+    i = 0
+    while len(picked) < count and i < len(y):
+        if i not in picked:
+            picked.append(i)
+        i += 1
+    return picked[:count]
+
+
+def partition_facts(config: dict) -> dict:
+    """{"partition": partition JSON, "rows": [(title, images [n, C, H, W], captions)], "note": str}."""
+    import torch
+
+    from cfl_core.data import load_dataset
+    from cfl_core.partition import build_partition
+    from cfl_core.partition import transforms
+
+    pcfg = partition_config(config)
+    ds = load_dataset(pcfg.dataset, seed=pcfg.seed)
+    part = build_partition(ds, pcfg)
+    pj = part.to_json()
+    rows, note = [], ""
+    if ds.info.is_image:
+        per_cluster: dict[int, dict] = {}
+        for spec in part.clients:
+            per_cluster.setdefault(spec.cluster, {"transform": spec.transform, "clients": []})["clients"].append(spec)
+        transformed = pcfg.partition in ("feature-skew", "concept-shift")
+        if transformed:
+            idx = torch.as_tensor(_source_images(ds, IMAGES_PER_ROW))
+            x0, y0 = ds.x_train[idx], ds.y_train[idx]
+            for c in sorted(per_cluster):
+                t = per_cluster[c]["transform"]
+                x, y = transforms.apply(t, x0, y0, part.truth, pcfg.seed, per_cluster[c]["clients"][0].id, 0)
+                caps = []
+                for before, after in zip(y0.tolist(), y.tolist()):
+                    caps.append(f"label {after}" + (f" (was {before})" if after != before else ""))
+                title = f"cluster {c}" + (f" · {t['rotation']}°" if "rotation" in t else "")
+                rows.append((title, x.numpy(), caps))
+            note = ("The same training images seen by each cluster: "
+                    + ("rotated by the cluster's angle." if pcfg.partition == "feature-skew"
+                       else "identical pixels, but the cluster's label map swaps two pairs of labels."))
+        else:
+            for c in sorted(per_cluster):
+                specs = per_cluster[c]["clients"]
+                take = []
+                for spec in specs:
+                    take += [int(i) for i in spec.train_idx[: max(1, IMAGES_PER_ROW // len(specs) + 1)]]
+                take = take[:IMAGES_PER_ROW]
+                idx = torch.as_tensor(take, dtype=torch.int64)
+                x, y = ds.x_train[idx], ds.y_train[idx]
+                rows.append((f"cluster {c}", x.numpy(), [f"label {v}" for v in y.tolist()]))
+            note = "Training images held by each cluster's clients (their labels show the cluster's label mix)."
+    else:
+        note = f"{ds.info.name} holds vectors, not images: no sample images to show."
+    return {"partition": pj, "rows": rows, "note": note, "num_classes": ds.info.num_classes,
+            "task": ds.info.task, "test_disjoint": part.test_disjoint}

@@ -1,0 +1,286 @@
+"""Saved runs on disk: reading jobs back, listing them per owner, deleting, exporting.
+
+A job folder written by the dashboard holds `ui.json` (owner, kind, units,
+errors) beside the core's files; a single run's core files are in the job
+folder itself, a batch's in one sub-folder per unit. Folders without
+`ui.json` are runs started elsewhere (the CLI): they belong to nobody and
+everyone sees them. Reading never unpickles and never changes a folder.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .jobs import (ELSEWHERE, FAILED, FINISHED, INTERRUPTED, LIVE, PENDING, STOPPED, UI_FILE, JobSnapshot,
+                   UnitSnapshot)
+from .paths import parse_ref
+
+STILL_WRITING_SECONDS = 45.0  # an unfinished run whose rounds.jsonl changed this recently is still running
+
+
+def write_json_atomic(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _stamp(folder: Path) -> tuple:
+    out = []
+    for name in ("rounds.jsonl", "summary.json", "config.json", UI_FILE):
+        try:
+            st = (folder / name).stat()
+            out.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+_cache_lock = threading.Lock()
+_run_cache: dict = {}  # folder -> (stamp, SavedRun)
+
+
+def load_saved(folder: Path):
+    """cfl_core.records.load_run, cached until the folder's files change."""
+    from cfl_core.records import load_run
+
+    folder = Path(folder)
+    stamp = _stamp(folder)
+    with _cache_lock:
+        hit = _run_cache.get(str(folder))
+        if hit and hit[0] == stamp:
+            return hit[1]
+    run = load_run(folder)
+    with _cache_lock:
+        if len(_run_cache) > 256:
+            _run_cache.clear()
+        _run_cache[str(folder)] = (stamp, run)
+    return run
+
+
+def _disk_status(saved, folder: Path) -> str:
+    status = saved.status
+    if status != "unfinished":
+        return status
+    try:
+        age = time.time() - (folder / "rounds.jsonl").stat().st_mtime
+    except OSError:
+        age = time.time() - (folder / "config.json").stat().st_mtime
+    return ELSEWHERE if age < STILL_WRITING_SECONDS else INTERRUPTED
+
+
+def load_unit(folder: Path, ref: str, name: str = "", label: str = "", tags: dict | None = None,
+              ui_unit: dict | None = None) -> UnitSnapshot:
+    ui_unit = ui_unit or {}
+    config = ui_unit.get("config") or {}
+    if (folder / "config.json").exists():
+        saved = load_saved(folder)
+        status = _disk_status(saved, folder)
+        if ui_unit.get("status") == FAILED:
+            status = FAILED
+        return UnitSnapshot(
+            ref=ref, name=name, label=label or saved.meta.get("algorithm_label") or saved.config.get("algorithm", "?"),
+            tags=dict(tags or {}), config=dict(saved.config), status=status, records=tuple(saved.records),
+            total_rounds=int(saved.config.get("rounds") or len(saved.records)),
+            summary=saved.summary if saved.summary.get("status") != "unfinished" else None,
+            meta=dict(saved.meta), error=ui_unit.get("error"), traceback=ui_unit.get("traceback"),
+            folder=str(folder),
+        )
+    # Never started (stopped before its turn) or failed before writing anything.
+    status = ui_unit.get("status") or INTERRUPTED
+    if status in LIVE or status == PENDING:
+        status = INTERRUPTED
+    return UnitSnapshot(ref=ref, name=name, label=label or config.get("algorithm", "?"), tags=dict(tags or {}),
+                        config=config, status=status, records=(), total_rounds=int(config.get("rounds") or 0),
+                        summary=None, meta={}, error=ui_unit.get("error"), traceback=ui_unit.get("traceback"),
+                        folder=None)
+
+
+def load_job(root: Path, job_id: str) -> JobSnapshot | None:
+    """A job read from disk (dashboard job or a CLI run folder), or None when there is none."""
+    if parse_ref(job_id) is None:
+        return None
+    folder = Path(root) / job_id
+    ui = read_json(folder / UI_FILE)
+    if ui is None:
+        if not (folder / "config.json").exists():
+            return None
+        unit = load_unit(folder, job_id)
+        created = (folder / "config.json").stat().st_mtime
+        return JobSnapshot(job_id, "cli", unit.label, unit.status, "lockstep", (unit,), None, unit.error,
+                           unit.traceback, created, created, None, 0, True, "")
+    units = []
+    for u in ui.get("units", []):
+        name = u.get("name", "")
+        unit_folder = folder if ui.get("single") else folder / name
+        ref = job_id if ui.get("single") else f"{job_id}/{name}"
+        units.append(load_unit(unit_folder, ref, name, u.get("label", ""), u.get("tags"), u))
+    statuses = [u.status for u in units]
+    status = ui.get("status")
+    if status in LIVE or status is None:  # the process that ran it is gone (or runs elsewhere)
+        status = ELSEWHERE if ELSEWHERE in statuses else INTERRUPTED
+    failed = [u for u in units if u.error]
+    error = ui.get("error")
+    if error is None and failed:
+        error = failed[0].error if len(units) == 1 else f"{len(failed)} of {len(units)} runs failed; first: {failed[0].error}"
+    return JobSnapshot(job_id, ui.get("kind", "?"), ui.get("title", job_id), status, ui.get("schedule", "lockstep"),
+                       tuple(units), None, error, failed[0].traceback if failed else None,
+                       ui.get("created") or 0.0, ui.get("started"), ui.get("ended"), 0, True, ui.get("owner", ""))
+
+
+# -- listing ---------------------------------------------------------------------
+@dataclass
+class RunRow:
+    ref: str
+    job: str
+    kind: str
+    title: str
+    algorithm: str
+    dataset: str
+    partition: str
+    status: str
+    rounds: str
+    final_accuracy: float | None
+    final_ari: float | None
+    created: float
+    owner: str
+
+
+def _summary_row(folder: Path) -> tuple[dict, dict]:
+    config = read_json(folder / "config.json") or {}
+    summary = read_json(folder / "summary.json") or {}
+    return config, summary
+
+
+def list_rows(root: Path, owner: str | None, live: dict[str, str] | None = None) -> tuple[list[RunRow], int]:
+    """Rows of every run this owner may see (its own and the CLI's), newest first, and how many are hidden.
+
+    owner None shows everything. live: job id -> status for jobs running in this process.
+    """
+    root = Path(root)
+    live = live or {}
+    rows: list[RunRow] = []
+    hidden = 0
+    if not root.exists():
+        return rows, 0
+    for folder in root.iterdir():
+        if not folder.is_dir() or parse_ref(folder.name) is None:
+            continue
+        ui = read_json(folder / UI_FILE)
+        if ui is None and not (folder / "config.json").exists():
+            continue
+        job_owner = ui.get("owner", "") if ui else ""
+        if owner is not None and job_owner and job_owner != owner:
+            hidden += 1
+            continue
+        created = (ui or {}).get("created") or folder.stat().st_mtime
+        kind = (ui or {}).get("kind", "cli")
+        title = (ui or {}).get("title", folder.name)
+        units = (ui or {}).get("units") or [{"name": ""}]
+        single = ui is None or ui.get("single")
+        for u in units:
+            unit_folder = folder if single else folder / u.get("name", "")
+            config, summary = _summary_row(unit_folder)
+            config = config or u.get("config") or {}
+            status = summary.get("status")
+            if status is None:
+                status = live.get(folder.name) or u.get("status") or "unfinished"
+                if folder.name not in live and status in (*LIVE, PENDING, "unfinished"):
+                    status = INTERRUPTED if (unit_folder / "config.json").exists() or ui else status
+            done = summary.get("rounds_completed")
+            if done is None:
+                done = _count_lines(unit_folder / "rounds.jsonl")
+            rows.append(RunRow(
+                ref=folder.name if single else f"{folder.name}/{u.get('name')}", job=folder.name, kind=kind,
+                title=title if single else f"{title} · {u.get('label') or u.get('name')}",
+                algorithm=config.get("algorithm", "?"), dataset=config.get("dataset", "?"),
+                partition=config.get("partition", "?"), status=status,
+                rounds=f"{done}/{config.get('rounds', '?')}", final_accuracy=summary.get("final_accuracy"),
+                final_ari=summary.get("final_ari"), created=created, owner=job_owner,
+            ))
+    rows.sort(key=lambda r: (r.created, r.ref), reverse=True)
+    return rows, hidden
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return 0
+
+
+def job_owner(root: Path, job_id: str) -> str | None:
+    """The owner recorded for a job ("" = nobody's: a CLI run), None when there is no such job."""
+    folder = Path(root) / job_id
+    ui = read_json(folder / UI_FILE)
+    if ui is not None:
+        return ui.get("owner", "")
+    return "" if (folder / "config.json").exists() else None
+
+
+def delete_job(root: Path, job_id: str) -> bool:
+    """Remove a whole job folder (never anything outside root)."""
+    if parse_ref(job_id) is None or "/" in job_id:
+        return False
+    root = Path(root).resolve()
+    folder = (root / job_id).resolve()
+    if folder.parent != root or not folder.is_dir():
+        return False
+    shutil.rmtree(folder)
+    with _cache_lock:
+        for key in [k for k in _run_cache if k.startswith(str(folder))]:
+            del _run_cache[key]
+    return True
+
+
+# -- exports ---------------------------------------------------------------------
+METRIC_COLUMNS = ("round", "phase", "accuracy", "weighted_accuracy", "loss", "train_loss", "ari", "nmi",
+                  "models_in_use", "participants", "bytes_down", "bytes_up", "seconds")
+
+
+def _scalar_extras(records) -> list[str]:
+    keys: dict[str, None] = {}
+    for r in records:
+        for k, v in (r.extras or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                keys.setdefault(k, None)
+    return list(keys)
+
+
+def metrics_csv(records, extra_columns: dict | None = None) -> str:
+    """Per-round metrics as CSV (one row per round; scalar extras as extra columns)."""
+    extras = _scalar_extras(records)
+    fixed = dict(extra_columns or {})
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow([*fixed, *METRIC_COLUMNS, *extras])
+    for r in records:
+        row = []
+        for c in METRIC_COLUMNS:
+            v = len(r.participants) if c == "participants" else getattr(r, c)
+            row.append("" if v is None else v)
+        row += ["" if r.extras.get(k) is None else r.extras.get(k) for k in extras]
+        w.writerow([*fixed.values(), *row])
+    return buf.getvalue()
+
+
+def status_word(status: str) -> str:
+    return {
+        FINISHED: "finished", STOPPED: "stopped", FAILED: "failed", INTERRUPTED: "interrupted",
+        ELSEWHERE: "running elsewhere",
+    }.get(status, status)
