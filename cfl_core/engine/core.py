@@ -26,7 +26,7 @@ class Engine:
     # Chunk sizes beyond the memory budget, for speed (measured by `python -m cfl_core bench`):
     # a chunk whose tensors fit the CPU caches runs faster than one huge batch.
     eval_samples = 4096  # samples per forward pass in the loss matrix and evaluation
-    train_param_bytes = 8 * 2**20  # parameter rows per training chunk ([chunk, D] float32)
+    train_param_bytes = 4 * 2**20  # parameter rows per training chunk ([chunk, D] float32)
 
     def __init__(self, spec: ModelSpec, fed: Federation, train: TrainConfig, seed: int,
                  aggregation: str = "model", memory_budget_mb: int = 768):
@@ -68,19 +68,17 @@ class Engine:
         train = train or self.train_cfg
         stream = round_index if stream is None else stream
         clients = clients.cpu()
-        outs, losses = [], []
+        # Chunks train in place in their rows of one result tensor (no concatenation at the end).
+        result = torch.empty(len(clients), self.spec.dim, device=self.fed.device)
+        losses = []
         chunk = self._train_chunk()
         for lo in range(0, len(clients), chunk):
             ids = clients[lo : lo + chunk]
             sched = batch_schedule(self.fed.n_train[ids.to(self.fed.device)].cpu(), ids, self.seed, stream, train)
-            params, loss = train_batched(self.spec, start[lo : lo + chunk], self.fed, ids, sched, train)
-            outs.append(params)
+            _, loss = train_batched(self.spec, start[lo : lo + chunk], self.fed, ids, sched, train,
+                                    out=result[lo : lo + chunk])
             losses.append(loss)
-        if not outs:
-            return start.new_zeros(0, self.spec.dim), torch.zeros(0)
-        if len(outs) == 1:  # one chunk: no copy
-            return outs[0], losses[0].cpu()
-        return torch.cat(outs), torch.cat(losses).cpu()
+        return result, (torch.cat(losses).cpu() if losses else torch.zeros(0))
 
     def train_and_aggregate(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor,
                             round_index: int) -> tuple[torch.Tensor, torch.Tensor]:

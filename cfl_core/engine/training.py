@@ -143,13 +143,18 @@ class _BatchedOptimizer:
 
 
 def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients: torch.Tensor,
-                  schedule: BatchSchedule, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
+                  schedule: BatchSchedule, cfg: TrainConfig, out: torch.Tensor | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Train `start[i]` on client `clients[i]` for every i at once.
 
-    Returns (trained params [P, D], mean minibatch training loss per client [P]).
+    Returns (trained params [P, D], mean minibatch training loss per client [P]). With `out`
+    (contiguous rows [P, D] on the device) the training happens in it and it is returned.
     """
     device = fed.device
-    params = start.to(device).clone()
+    if out is None:
+        params = start.to(device).clone()
+    else:
+        params = out.copy_(start)
     clients = clients.to(device)
     opt = _BatchedOptimizer(cfg, params, spec)
     idx = schedule.idx.to(device)
