@@ -6,7 +6,8 @@ before and after on a GPU (kernels are asynchronous).
 Peak memory (the high-water mark of one call, above what was in use before it):
 - CPU: Linux's resident-set high-water mark (VmHWM in /proc/self/status), reset
   before the call by writing 5 to /proc/self/clear_refs, minus the resident set
-  before the call. Where that reset is not allowed, the process-wide
+  before the call (after `malloc_trim`, so memory the allocator kept from earlier
+  calls does not hide this call's peak). Where that reset is not allowed, the process-wide
   `resource.getrusage().ru_maxrss` rise is used, which only sees peaks above
   every earlier peak (the report names the method used).
 - CUDA: `torch.cuda.max_memory_allocated` after `reset_peak_memory_stats`,
@@ -14,6 +15,8 @@ Peak memory (the high-water mark of one call, above what was in use before it):
 """
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 import platform
 import resource
@@ -50,6 +53,16 @@ def _status_kb(field: str) -> int | None:
     return None
 
 
+def _release_free_memory() -> None:
+    """Hand memory the allocator holds but no tensor uses back to the OS (glibc), so the
+    resident set before a measurement is what is really in use and the peak above it is the call's."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _reset_hwm() -> bool:
     try:
         with open("/proc/self/clear_refs", "w") as fh:
@@ -80,17 +93,18 @@ class MemoryProbe:
             result = fn()
             sync(self.device)
             peak = torch.cuda.max_memory_allocated(self.device)
-            return (peak - base) / _MB, peak / _MB, result
+            return max(0, peak - base) / _MB, peak / _MB, result
         if self.method.startswith("RSS"):
+            _release_free_memory()
             _reset_hwm()
             base = _status_kb("VmRSS") or 0
             result = fn()
             peak = _status_kb("VmHWM") or 0
-            return (peak - base) / 1024, peak / 1024, result
+            return max(0, peak - base) / 1024, peak / 1024, result
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         result = fn()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return (peak - base) / 1024, peak / 1024, result
+        return max(0, peak - base) / 1024, peak / 1024, result
 
 
 def matmul_peak(device: torch.device, n: int, repeats: int) -> tuple[float, float]:

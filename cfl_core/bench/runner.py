@@ -114,25 +114,40 @@ def _rate(flops: float | None, seconds: float | None) -> float | None:
     return flops / seconds / 1e9 if flops and seconds else None
 
 
-def check_models(name: str, batched: torch.Tensor, reference: torch.Tensor, start: torch.Tensor,
-                 rtol: float = 1e-3, atol: float = 1e-6) -> float:
-    """Per model row: max |batched - reference| <= atol + rtol * (how far the reference moved).
+# The equality check on trained models. Per model row, the relative difference is
+# ||batched - reference|| / ||reference - start|| (L2): how far apart the two results are
+# compared with how far training moved the model. Rounding differs between any two float
+# implementations; in a network with ReLUs and max-pooling it can also flip a unit that sits
+# within rounding of zero (or a pooling window within rounding of a tie), which sends one
+# sample's gradient another way and moves that client's model by ~1e-3..1e-2 (the CNN shows this
+# for a few clients in a hundred; the MLP stays below 1e-6). So: the median model must agree to
+# BULK_RTOL (a systematic error, such as other minibatches, another learning rate or perturbed
+# start models, moves every model far beyond it) and every model to ALL_RTOL; the worst value and
+# the number of models beyond 1e-3 are reported.
+BULK_RTOL = 1e-4
+ALL_RTOL = 5e-2
 
-    Returns the worst relative difference; raises BenchMismatch on any row beyond it.
-    """
+
+def check_models(name: str, batched: torch.Tensor, reference: torch.Tensor, start: torch.Tensor
+                 ) -> tuple[float, int]:
+    """(worst relative difference, models beyond 1e-3); raises BenchMismatch when the rule above fails."""
     batched, reference, start = batched.detach().cpu(), reference.detach().cpu(), start.detach().cpu()
     if batched.shape != reference.shape:
         raise BenchMismatch(f"{name}: shapes differ, {tuple(batched.shape)} vs {tuple(reference.shape)}")
-    moved = (reference - start).abs().amax(1)
-    diff = (batched - reference).abs().amax(1)
-    bad = ~(diff <= atol + rtol * moved)  # NaN counts as bad
-    if bool(bad.any()):
-        i = int(torch.nonzero(bad)[0])
+    if len(batched) == 0:
+        return 0.0, 0
+    moved = (reference - start).norm(dim=1).clamp(min=1e-12)
+    rel = (batched - reference).norm(dim=1) / moved
+    rel = torch.where(torch.isnan(rel), torch.full_like(rel, float("inf")), rel)
+    median, worst = float(rel.median()), float(rel.max())
+    if median > BULK_RTOL or worst > ALL_RTOL:
+        i = int(rel.argmax())
         raise BenchMismatch(
-            f"{name}: the batched engine and the sequential reference disagree on {int(bad.sum())} of "
-            f"{len(bad)} models (row {i}: max |difference| {float(diff[i]):.3g}, while training moved it by "
-            f"{float(moved[i]):.3g}; allowed {atol:g} + {rtol:g} x that); no ratio is reported")
-    return float((diff / moved.clamp(min=1e-12)).max()) if len(diff) else 0.0
+            f"{name}: the batched engine and the sequential reference disagree (difference relative to "
+            f"the training step: median {median:.3g} (allowed {BULK_RTOL:g}), worst {worst:.3g} on row {i} "
+            f"(allowed {ALL_RTOL:g}); {int((rel > 1e-3).sum())} of {len(rel)} models beyond 1e-3); "
+            "no ratio is reported")
+    return worst, int((rel > 1e-3).sum())
 
 
 def check_close(name: str, batched: torch.Tensor, reference: torch.Tensor, rtol: float = 1e-4,
@@ -183,9 +198,12 @@ class Suite:
     def seq_reps(self, clients: int) -> int:
         return 1 if clients > 1000 else self.opts.sequential_repeats
 
-    def _interleaved(self, batched: Callable, sequential: Callable | None, seq_reps: int):
+    def reps(self, clients: int) -> int:
+        return min(3, self.opts.repeats) if clients > 1000 else self.opts.repeats
+
+    def _interleaved(self, batched: Callable, sequential: Callable | None, seq_reps: int, clients: int):
         tb, ts, out_b, out_s = [], [], None, None
-        for r in range(self.opts.repeats):
+        for r in range(self.reps(clients)):
             t, out_b = timed(batched, self.device)
             tb.append(t)
             if sequential is not None and r < seq_reps:
@@ -235,15 +253,17 @@ class Suite:
         def sequential():
             return train_sequential(spec, start[:n_seq], fed, seq_ids, sched, self.cfg)
 
-        tb, ts, (pb, lb), (ps, ls) = self._interleaved(batched, sequential, self.seq_reps(clients))
+        tb, ts, (pb, lb), (ps, ls) = self._interleaved(batched, sequential, self.seq_reps(clients), clients)
         label = f"train {family}" + (f" [{strategy}]" if strategy else "")
-        worst = check_models(label, pb[:n_seq], ps, start[:n_seq])
-        check_close(f"{label} (training losses)", lb[:n_seq], ls, rtol=1e-4, atol=1e-5)
+        worst, switched = check_models(label, pb[:n_seq], ps, start[:n_seq])
+        check_close(f"{label} (training losses)", lb[:n_seq], ls, rtol=1e-3, atol=1e-5)
         mem = self.probe.measure(batched)[:2]
         flops = train_flops(spec) * self.cfg.local_epochs * float(fed.n_train.sum())
         note = "" if strategy is None else f"conv strategy {strategy}"
         if family == "cnn" and strategy is None:
             note = f"conv strategy {spec.resolved_strategy(self.device)} (the {self.device.type} table)"
+        if switched:
+            note = (note + "; " if note else "") + f"{switched} of {n_seq} models differ by > 1e-3 (see notes)"
         if n_seq < clients:
             note = (note + "; " if note else "") + (
                 f"loop EXTRAPOLATED: timed on {n_seq} clients, scaled x{clients / n_seq:g}")
@@ -260,7 +280,7 @@ class Suite:
         reference_loss_matrix(spec, models, fed, ids[:2])
         tb, ts, out_b, out_s = self._interleaved(
             lambda: engine.loss_matrix(models, ids),
-            lambda: reference_loss_matrix(spec, models, fed, ids[:n_seq]), self.seq_reps(clients))
+            lambda: reference_loss_matrix(spec, models, fed, ids[:n_seq]), self.seq_reps(clients), clients)
         worst = check_close(f"loss matrix {family} K={k}", out_b[:n_seq], out_s)
         mem = self.probe.measure(lambda: engine.loss_matrix(models, ids))[:2]
         flops = forward_flops(spec) * k * float(fed.n_train.sum())
@@ -300,7 +320,7 @@ class Suite:
         one_round(Engine)  # warm-up (KMeans, allocator), excluded
         tb, ts = [], []
         algo_b = algo_s = before = None
-        for r in range(o.repeats):
+        for r in range(self.reps(clients)):
             t, (algo_b, before) = one_round(Engine, record=True)
             tb.append(t)
             if sequential and r < self.seq_reps(clients):
@@ -311,14 +331,19 @@ class Suite:
             if not torch.equal(algo_b.assign, algo_s.assign):
                 raise BenchMismatch(f"clove round M={clients}: the batched and sequential rounds assigned "
                                     f"{int((algo_b.assign != algo_s.assign).sum())} clients differently")
-            worst = check_models(f"clove round M={clients}", algo_b.models, algo_s.models, before)
+            worst, _ = check_models(f"clove round M={clients}", algo_b.models, algo_s.models, before)
         algo = prepared(Engine, False)
         mem = self.probe.measure(lambda: algo.run_round(ROUND, ids))[:2]
+        # what Experiment.step adds after the round: every client's test metrics on its model
+        models, model_of = algo.eval_models()
+        t_eval = _median([timed(lambda: algo.engine.evaluate(models, model_of), self.device)[0]
+                          for _ in range(self.reps(clients))])
         flops = (forward_flops(spec) * k + train_flops(spec) * o.local_epochs) * float(fed.n_train.sum())
         lm, tr = _median(parts["loss matrix"]), _median(parts["train+aggregate"])
         other = _median(parts["total"]) - lm - tr
         note = (f"medians: loss matrix {lm:.3f}s, clustering+matching {other:.3f}s, training+aggregation "
-                f"{tr:.3f}s; GFLOP/s counts the loss matrix and training")
+                f"{tr:.3f}s (test evaluation after the round, not included: {t_eval:.3f}s); process peak "
+                f"{mem[1]:.0f} MB; GFLOP/s counts the loss matrix and training")
         if not sequential:
             note += "; loop not run"
         return self._finish(f"clove round mlp (digits)", clients, k, tb, ts, 1.0, flops, mem, note, worst)

@@ -6,7 +6,8 @@
   form `clusters` feature-skew clusters (images rotated by 0/90/180/270 degrees,
   CLoVE's rotation structure), so the clustering step sees real structure.
 - `image_federation`: synthetic 28x28 greyscale images (the CNN's input size):
-  ten fixed random class prototypes plus per-sample noise, rotated per cluster.
+  ten fixed random class prototypes plus per-sample noise, squashed into (0, 1)
+  and rotated per cluster.
   No download is needed, and the arithmetic is exactly that of 28x28 data.
 
 Both are deterministic in the seed and live on the requested device.
@@ -70,7 +71,10 @@ def image_federation(clients: int, samples: int, test_samples: int, clusters: in
     def draw(count):
         y = rng.integers(0, 10, (clients, count))
         noise = rng.standard_normal((clients * count, 1, size, size), dtype=np.float32) * 0.3
-        x = np.clip(prototypes[y.reshape(-1)] + noise, 0, 1)
+        # squashed into (0, 1) rather than clipped: clipping makes flat patches whose equal conv
+        # outputs tie in max-pooling, where two correct implementations may route a gradient
+        # differently on rounding alone (which the equality check would then have to excuse)
+        x = 1 / (1 + np.exp(-4 * (prototypes[y.reshape(-1)] + noise - 0.5)))
         x = _rotated(x, np.repeat(cluster, count)).reshape(clients, count, 1, size, size)
         return x, y
 

@@ -53,7 +53,7 @@ def register(subparsers) -> None:
     small.add_argument("--big-round-clients", type=int,
                        help="clients in the large full round (default 10000, 0 with --quick)")
     small.add_argument("--strategy-clients", type=int, help="clients for the CNN strategy rows (default 100; 0 skips)")
-    small.add_argument("--families", help="model families for the training rows (default mlp,cnn)")
+    small.add_argument("--families", help="model families for the training rows (default mlp,cnn; none skips them)")
     small.add_argument("--repeats", type=int, help="timed repetitions of the batched path (default 5, quick 3)")
     small.add_argument("--sequential-repeats", type=int, help="timed repetitions of the loop (default 3, quick 1)")
     small.add_argument("--sequential-limit", type=_limits, default={},
@@ -108,7 +108,7 @@ def _run(args) -> int:
         "round_clients": args.round_clients, "big_round_clients": args.big_round_clients,
         "strategy_clients": args.strategy_clients, "repeats": args.repeats,
         "sequential_repeats": args.sequential_repeats, "samples": args.samples, "matmul_n": args.matmul_n,
-        "families": tuple(args.families.split(",")) if args.families else None,
+        "families": tuple(f for f in args.families.split(",") if f and f != "none") if args.families is not None else None,
     }
     opts = BenchOptions(quick=args.quick, device=args.device, sequential_limit=args.sequential_limit,
                         **{k: v for k, v in fields.items() if v is not None})
