@@ -98,7 +98,7 @@ def _safe(fn, records, round_index) -> list[View]:
 def feature_keys(records) -> list[str]:
     """Extras keys holding a per-client feature matrix (rows = participants or clients)."""
     keys: dict[str, None] = {}
-    for r in records[-3:]:
+    for r in records:
         for k, v in (r.extras or {}).items():
             if (isinstance(v, list) and v and isinstance(v[0], list) and len(v) in (len(r.participants), len(r.assignments))
                     and not _square(v)):
@@ -112,7 +112,7 @@ def _square(v) -> bool:
 
 def matrix_keys(records) -> list[str]:
     keys: dict[str, None] = {}
-    for r in records[-3:]:
+    for r in records:
         for k, v in (r.extras or {}).items():
             if _square(v) and len(v) in (len(r.participants), len(r.assignments)):
                 keys.setdefault(k, None)
@@ -155,8 +155,8 @@ def generic_embedding(records, round_index, method: str = "pca", cache_key: str 
                               f"Each point is a client placed by the '{key}' this algorithm recorded "
                               f"({emb.detail}); colour = true cluster, symbol = assigned model: "
                               "clusters the algorithm can tell apart appear as separate groups."))
-    rec = record_at(records, round_index)
     for key in matrix_keys(records):
+        rec = record_at([r for r in records if _square((r.extras or {}).get(key))], round_index)
         value = (rec.extras or {}).get(key) if rec else None
         if not _square(value):
             continue

@@ -165,7 +165,11 @@ def embedding_block(unit, key: str, method: str, active_round=None, height: int 
 
         cls = ALGORITHMS.get(unit.algorithm)
         has_loss = bool(cls and cls.has_loss_vectors)
-    emb = loss_embedding(recs, method, cache_key=unit.ref) if recs else None
+    if method == UMAP and recs:
+        with st.spinner("UMAP: laying out each round (its first use compiles, up to ~20 s)…"):
+            emb = loss_embedding(recs, method, cache_key=unit.ref)
+    else:
+        emb = loss_embedding(recs, method, cache_key=unit.ref) if recs else None
     if emb is not None:
         st.markdown(f"**How {label} sees the clients** · <span style='color:#888'>{emb.detail}</span>",
                     unsafe_allow_html=True)
@@ -295,7 +299,7 @@ def method_picker(units, key: str) -> str:
         st.session_state[key] = "PCA"
     st.radio("Embedding", ["PCA", "UMAP"], key=key, horizontal=True,
              help="PCA: one fixed linear map for every round. UMAP: a non-linear layout per round "
-                  "(its first use takes a few seconds to compile).")
+                  "(its first use in a server compiles, up to ~20 s on a small CPU).")
     return UMAP if st.session_state[key] == "UMAP" else PCA
 
 

@@ -11,6 +11,7 @@ browser); without it, from this session alone.
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 from itertools import cycle
 
@@ -22,12 +23,14 @@ from .paths import parse_ref, runs_dir
 OWNER_KEY = "cfl.owner"
 KNOWN_KEY = "cfl.known"  # job ids this session may open (its own, and those it opened by link)
 SHARED_KEY = "cfl.shared"  # the last configuration used on any page (carried between pages)
+WARMUP_ENV = "CFL_UI_WARMUP"  # "0": no background warm-up when the manager starts (tests)
 
 
 @st.cache_resource(show_spinner=False)
 def _manager(root: str) -> JobManager:
     jobs = JobManager(root)
-    jobs.warm_up()  # background: the first Run then starts without one-off costs
+    if os.environ.get(WARMUP_ENV, "1") != "0":
+        jobs.warm_up()  # background: the first Run then starts without one-off costs
     return jobs
 
 

@@ -100,6 +100,7 @@ st.session_state.setdefault(MODES_KEY, list(INIT_MODES))
 st.session_state.setdefault(SEEDS_KEY, 10)
 
 with st.sidebar:
+    C.preset_picker(panel)
     st.markdown("### Setting")
     panel.data_controls(st.sidebar)
     c1, c2 = st.columns(2)

@@ -1,0 +1,331 @@
+"""Every dashboard page through Streamlit's AppTest: loads, presets fill the controls, a bad config shows its
+message by the control with Run disabled, and a small run (awaited) produces the charts."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from cfl_core.config import ExperimentConfig
+from cfl_core.experiment import Experiment
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+SMALL = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 30, "rounds": 3, "local_epochs": 1}
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    monkeypatch.setenv("CFL_RUNS_DIR", str(root))
+    monkeypatch.setenv("CFL_UI_WARMUP", "0")
+    return root
+
+
+def manager():
+    from cfl_ui.session import manager as m
+
+    return m()
+
+
+def app(page: str | None = None, query: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=90)
+    if page is None:
+        at.query_params.update(query or {})
+        at.run()
+        return at
+    at.run()
+    at.query_params.clear()  # a real browser's navigation starts the next page without the last one's URL
+    at.query_params.update(query or {})
+    return at.switch_page(page).run()
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at: AppTest) -> int:
+    return len(at.get("plotly_chart"))
+
+
+def set_values(at: AppTest, prefix: str, values: dict) -> AppTest:
+    for name, value in values.items():
+        at.number_input(key=f"{prefix}.{name}").set_value(value)
+    return ok(at.run())
+
+
+def wait_job(at: AppTest, key: str, timeout: float = 120) -> None:
+    ref = at.session_state[key]
+    job = manager().get(ref.split("/")[0])
+    assert job is not None and job.join(timeout)
+    ok(at.run())
+
+
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.error]
+
+
+# -- Playground ---------------------------------------------------------------------------------
+def test_playground_loads_with_the_default_preset(runs):
+    at = ok(app())
+    assert at.selectbox(key="pg.preset").value == "Rotated digits"
+    assert at.selectbox(key="pg.dataset").value == "digits"
+    assert at.selectbox(key="pg.algorithm").value == "clove"
+    assert not at.button(key="pg.run_btn").disabled
+    assert at.button(key="pg.pause_btn").disabled and at.button(key="pg.stop_btn").disabled
+    assert charts(at) == 1  # the clients about to be trained (sample images per cluster)
+    assert any("Estimate:" in c.value for c in at.caption)
+    assert at.query_params["dataset"] == "digits" and at.query_params["algorithm"] == "clove"
+
+
+def test_playground_presets_fill_every_control(runs):
+    at = ok(app())
+    at.selectbox(key="pg.preset").set_value("IFCA collapses, CLoVE recovers")
+    ok(at.run())
+    assert at.selectbox(key="pg.algorithm").value == "ifca"
+    assert at.selectbox(key="pg.vs").value == "clove"
+    assert at.selectbox(key="pg.init").value == "same"
+    assert at.selectbox(key="pg.partition").value == "feature-skew"
+    at.selectbox(key="pg.preset").set_value("Label swaps (concept shift)")
+    ok(at.run())
+    assert at.selectbox(key="pg.partition").value == "concept-shift"
+    assert at.selectbox(key="pg.vs").value == "fedavg" and at.selectbox(key="pg.init").value == "different"
+    at.selectbox(key="pg.preset").set_value("Label skew")
+    ok(at.run())
+    assert at.number_input(key="pg.samples_per_client").value == 50
+
+
+def test_playground_bad_config_shows_its_message_by_the_control_and_disables_run(runs):
+    at = ok(app())
+    set_values(at, "pg", {"samples_per_client": 100000})
+    assert any("samples_per_client=100000 is not allowed" in e for e in errors(at))
+    assert at.button(key="pg.run_btn").disabled and at.button(key="pg.step_btn").disabled
+    set_values(at, "pg", {"samples_per_client": 60, "clusters": 0})
+    assert any(e.startswith("clusters=0 is not allowed") for e in errors(at))
+    set_values(at, "pg", {"clusters": 4})
+    at.number_input(key="pg.participation").set_value(1.5)
+    ok(at.run())
+    assert any("participation=1.5" in e for e in errors(at)) and at.button(key="pg.run_btn").disabled
+    at.number_input(key="pg.participation").set_value(1.0)
+    ok(at.run())
+    assert not errors(at) and not at.button(key="pg.run_btn").disabled
+
+
+def test_playground_refuses_requests_too_large_with_the_estimate(runs):
+    at = ok(app())
+    set_values(at, "pg", {"rounds": 200000})
+    assert any("Too large for this machine" in e and "the limit here is" in e for e in errors(at))
+    assert at.button(key="pg.run_btn").disabled
+
+
+def test_missing_data_set_is_disabled_with_its_how_to(runs, monkeypatch):
+    import cfl_core.data as data
+    from cfl_ui import controls
+
+    real = data.source_status
+
+    def fake(data_dir=None):
+        return [s if s.name != "fashion-mnist" else
+                type(s)(s.name, False, s.description, "put the IDX files in ./data/fashion-mnist", None)
+                for s in real(data_dir)]
+
+    monkeypatch.setattr(data, "source_status", fake)
+    controls.source_status.clear()
+    try:
+        at = ok(app())
+        at.selectbox(key="pg.dataset").set_value("fashion-mnist")
+        ok(at.run())
+        assert any("not installed here" in w.value and "./data/fashion-mnist" in w.value for w in at.warning)
+        assert at.button(key="pg.run_btn").disabled
+    finally:
+        controls.source_status.clear()
+
+
+def test_playground_small_run_produces_the_charts_and_the_link(runs):
+    at = ok(app())
+    set_values(at, "pg", SMALL)
+    at.button(key="pg.run_btn").click()
+    ok(at.run())
+    ref = at.session_state["pg.run"]
+    assert ref and at.query_params["run"] == ref
+    wait_job(at, "pg.run")
+    assert charts(at) >= 5  # embedding, assignments, clients per model, accuracy, ARI (+ CLoVE's extras)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["ARI"] not in ("", "—") and metrics["Device"] in ("cpu", "cuda")
+    assert any("finished" in m.value and "3 of 3 rounds" in m.value for m in at.markdown)
+    assert (runs / ref / "summary.json").exists()
+    assert at.button(key="pg.stop_btn").disabled and not at.button(key="pg.run_btn").disabled
+    link = next(c.value for c in at.code if "run=" in c.value)
+    assert f"run={ref}" in link and "dataset=digits" in link
+
+
+def test_side_by_side_signature_preset_runs_both_on_identical_clients(runs):
+    at = ok(app())
+    at.selectbox(key="pg.preset").set_value("IFCA collapses, CLoVE recovers")
+    ok(at.run())
+    set_values(at, "pg", {"rounds": 3, "clients_per_cluster": 3, "samples_per_client": 40})
+    at.button(key="pg.run_btn").click()
+    ok(at.run())
+    wait_job(at, "pg.run")
+    snap = manager().snapshot(at.session_state["pg.run"])
+    ifca, clove = snap.units
+    assert ifca.algorithm == "ifca" and clove.algorithm == "clove"
+    assert ifca.records[-1].models_in_use == 1 and clove.records[-1].ari == pytest.approx(1.0)
+    aris = [m.value for m in at.metric if m.label == "ARI"]
+    assert aris == ["0.00", "1.00"]
+    assert charts(at) >= 8
+
+
+def test_step_pause_and_stop(runs):
+    at = ok(app())
+    set_values(at, "pg", {**SMALL, "rounds": 5})
+    at.button(key="pg.step_btn").click()
+    ok(at.run())
+    job = manager().get(at.session_state["pg.run"])
+    import time
+
+    deadline = time.time() + 60
+    while time.time() < deadline and not (job.status == "paused" and job.snapshot().rounds_done == 1):
+        time.sleep(0.05)
+    assert job.status == "paused" and job.snapshot().rounds_done == 1
+    ok(at.run())
+    assert not at.button(key="pg.stop_btn").disabled and at.button(key="pg.pause_btn").disabled
+    assert at.button(key="pg.run_btn").label == "Resume"
+    at.button(key="pg.stop_btn").click()
+    ok(at.run())
+    assert job.join(30) and job.snapshot().status == "stopped"
+    ok(at.run())
+    assert any("stopped" in m.value for m in at.markdown)
+
+
+def test_worker_error_is_shown_with_details(runs):
+    at = ok(app())
+    set_values(at, "pg", SMALL)
+
+    class Broken(Experiment):
+        def step(self):
+            raise ValueError("the data went missing")
+
+    m = manager()
+    real = m.experiment_factory
+    m.experiment_factory = Broken
+    try:
+        at.button(key="pg.run_btn").click()
+        ok(at.run())
+        wait_job(at, "pg.run")
+    finally:
+        m.experiment_factory = real
+    assert any("The run failed" in e and "ValueError: the data went missing" in e for e in errors(at))
+    assert any(e.label.startswith("Details") for e in at.expander)
+
+
+def test_link_reattaches_in_another_session_and_old_runs_reopen_from_disk(runs):
+    from cfl_ui.jobs import JobManager, UnitSpec
+
+    other = JobManager(runs, switch_interval=None)  # a run made by another server process
+    job = other.submit([UnitSpec("", ExperimentConfig(**SMALL, models=2))], owner="someone-else")
+    assert job.join(120)
+    at = ok(app(query={"run": job.id}))
+    assert at.session_state["pg.run"] == job.id
+    assert at.number_input(key="pg.clusters").value == 2  # the run's settings fill the controls
+    assert charts(at) >= 5
+    assert any("Opened from disk" in c.value for c in at.caption)
+    gone = ok(app(query={"run": "20990101-000000-clove-ffffffffffffffff", "clusters": "3"}))
+    assert any("was not found" in w.value for w in gone.warning)
+    assert gone.number_input(key="pg.clusters").value == 3
+
+
+# -- Compare --------------------------------------------------------------------------------------
+def test_compare_page(runs):
+    at = ok(app("pages/compare.py"))
+    assert at.multiselect(key="cmp.algos").value == ["clove", "ifca", "fedavg", "oracle"]
+    at.selectbox(key="cmp.preset").set_value("Label swaps (concept shift)")
+    ok(at.run())
+    assert at.selectbox(key="cmp.partition").value == "concept-shift"
+    at.multiselect(key="cmp.algos").set_value(["clove"])
+    ok(at.run())
+    assert any("at least two algorithms" in e for e in errors(at)) and at.button(key="cmp.run_btn").disabled
+    at.multiselect(key="cmp.algos").set_value(["clove", "fedavg"])
+    set_values(at, "cmp", SMALL)
+    assert not at.button(key="cmp.run_btn").disabled
+    at.button(key="cmp.run_btn").click()
+    ok(at.run())
+    wait_job(at, "cmp.run")
+    table = at.dataframe[0].value
+    assert list(table["algorithm"]) == ["CLoVE", "FedAvg"]
+    assert charts(at) >= 6  # accuracy, ARI, traffic, loss, one heatmap per algorithm
+    assert {b.label for b in at.get("download_button")} >= {"Results table (CSV)", "Per-round metrics (CSV)"}
+    assert at.query_params["algos"] == "clove,fedavg"
+
+
+# -- IFCA initialisation ----------------------------------------------------------------------------
+def test_ifca_initialisation_page(runs):
+    at = ok(app("pages/ifca_init.py"))
+    assert at.number_input(key="ifc.seeds").value == 10 and at.number_input(key="ifc.rounds").value == 10
+    assert at.multiselect(key="ifc.algos").value == ["ifca", "clove"]
+    at.selectbox(key="ifc.preset").set_value("Label skew")
+    ok(at.run())
+    assert at.selectbox(key="ifc.partition").value == "label-skew-1"
+    at.number_input(key="ifc.seeds").set_value(0)
+    ok(at.run())
+    assert any("seeds=0 is not allowed" in e for e in errors(at)) and at.button(key="ifc.run_btn").disabled
+    at.selectbox(key="ifc.preset").set_value("IFCA collapses, CLoVE recovers")
+    ok(at.run())
+    at.number_input(key="ifc.seeds").set_value(2)
+    at.multiselect(key="ifc.modes").set_value(["same"])
+    set_values(at, "ifc", {"rounds": 2, "clients_per_cluster": 3, "samples_per_client": 40})
+    at.button(key="ifc.run_btn").click()
+    ok(at.run())
+    wait_job(at, "ifc.run")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["IFCA · same"] == "0/2" and metrics["CLoVE · same"] == "2/2"
+    assert charts(at) == 2
+    table = at.dataframe[0].value
+    assert len(table) == 4 and all("run=" in link for link in table["open"])
+
+
+# -- Partitions ------------------------------------------------------------------------------------
+def test_partitions_page(runs):
+    at = ok(app("pages/partitions.py"))
+    assert charts(at) == 4  # classes per cluster, sizes, labels per client, sample images
+    at.selectbox(key="part.preset").set_value("Label swaps (concept shift)")
+    ok(at.run())
+    assert at.selectbox(key="part.partition").value == "concept-shift"
+    assert any("label map" in c.value for c in at.caption)
+    at.number_input(key="part.clusters").set_value(40)
+    ok(at.run())
+    assert any("samples_per_client=60 is not allowed" in e for e in errors(at))
+    at.selectbox(key="part.dataset").set_value("synthetic-linear")
+    at.selectbox(key="part.partition").set_value("linear-mixture")
+    at.number_input(key="part.clusters").set_value(3)
+    ok(at.run())
+    assert charts(at) == 1 and len(at.dataframe) == 1  # sizes and the true parameters
+
+
+# -- Runs --------------------------------------------------------------------------------------------
+def test_runs_page_lists_reopens_exports_and_deletes(runs):
+    at = ok(app("pages/runs.py"))
+    assert any("No saved runs yet" in i.value for i in at.info)
+    Experiment(ExperimentConfig(**SMALL, models=2), out_dir=runs / "cli-run").run()  # a CLI run: everyone's
+    from cfl_ui.jobs import JobManager, UnitSpec
+
+    other = JobManager(runs, switch_interval=None)
+    hidden = other.submit([UnitSpec("", ExperimentConfig(**SMALL, models=2))], owner="another-browser")
+    assert hidden.join(120)
+    at = ok(app("pages/runs.py", query={"run": "cli-run"}))
+    table = at.dataframe[0].value
+    assert list(table["id"]) == ["cli-run"]  # another browser's run is not listed
+    assert any("from other browsers are hidden" in c.value for c in at.caption)
+    assert charts(at) >= 5
+    labels = {b.label for b in at.get("download_button")}
+    assert {"Per-round metrics (CSV)", "Config (JSON)", "Summary (JSON)"} <= labels
+    at.button(key="runs.delete").click()
+    ok(at.run())
+    assert any("cannot be undone" in w.value for w in at.warning)
+    at.button(key="runs.yes").click()
+    ok(at.run())
+    assert not (runs / "cli-run").exists() and (runs / hidden.id).exists()
+    summary = json.loads((runs / hidden.id / "summary.json").read_text())
+    assert summary["status"] == "finished"
