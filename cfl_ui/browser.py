@@ -131,8 +131,9 @@ def wait_text(page, text: str, timeout: float = 120.0) -> None:
 def full_screenshot(page, path: str | os.PathLike, width: int = 1600) -> None:
     """The whole main area (Streamlit scrolls inside it, not the document)."""
     measure = ("() => Math.max(...Array.from(document.querySelectorAll("
-               "'[data-testid=\"stMainBlockContainer\"], [data-testid=\"stSidebarContent\"]'))"
-               ".map(e => e.scrollHeight + e.getBoundingClientRect().top), 900)")
+               "'[data-testid=\"stMainBlockContainer\"] > div, [data-testid=\"stSidebarUserContent\"] > div,"
+               " [data-testid=\"stSidebarNav\"]'))"
+               ".map(e => e.getBoundingClientRect().bottom), 860)")
     height = 0
     for _ in range(4):  # the layout may grow as charts size themselves to the new viewport
         new = int(page.evaluate(measure)) + 60

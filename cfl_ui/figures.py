@@ -133,7 +133,7 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
                 ])],
             sliders=[dict(
                 active=idx, x=0.16, len=0.84, y=-0.15, yanchor="top", pad=dict(t=0, b=0),
-                currentvalue=dict(prefix="round ", font=dict(size=12)),
+                currentvalue=dict(prefix="round ", xanchor="right", font=dict(size=12)),
                 steps=[dict(label=str(f.round), method="animate", args=step_args(str(f.round))) for f in emb.frames],
             )],
         )

@@ -55,24 +55,26 @@ STATUS_BADGE = {QUEUED: ":orange-badge[:material/hourglass_top: queued]",
                 ELSEWHERE: ":blue-badge[:material/autorenew: running elsewhere]"}
 
 CAPTIONS = {
-    "embed_raw2": "Each point is a client at its loss on model 0 (x) and model 1 (y); colour = true cluster, "
-                  "symbol = assigned model. Clusters that sit apart can be told apart; on the dotted diagonal "
-                  "both models look the same to a client. Press ▶ to replay the rounds.",
-    "embed_raw3": "Each point is a client at its losses on the three models (drag to rotate); colour = true "
-                  "cluster, symbol = assigned model: separate groups of colours mean the clusters are visible.",
-    "embed_pca": "Each client's loss vector (its loss on every model), projected to 2-D with PCA on axes that stay "
-                 "fixed across rounds; colour = true cluster, symbol = assigned model. Press ▶ to replay.",
-    "embed_umap": "The same loss vectors laid out by UMAP, each round starting from the previous layout; "
-                  "distances are only meaningful locally, groups are what to look at.",
-    "heatmap": "Each row is a client (grouped by true cluster), each column a round, coloured by the model it "
-               "trained: one colour per cluster block means the clusters were found; one colour everywhere is a collapse.",
+    "embed_raw2": "Each client sits at its loss on model 0 (x) and model 1 (y), coloured by true cluster with the "
+                  "symbol of its assigned model: groups that sit apart can be told apart, and on the dotted diagonal "
+                  "both models look the same to a client (press ▶ to replay the rounds).",
+    "embed_raw3": "Each client sits at its losses on the three models (drag to rotate), coloured by true cluster with "
+                  "the symbol of its assigned model: separate groups of colours mean the clusters are visible.",
+    "embed_pca": "Each client's loss vector (its loss on every model) projected to 2-D by one PCA fitted on all rounds, "
+                 "so the axes never move, coloured by true cluster with the symbol of its assigned model (press ▶ to "
+                 "replay the rounds).",
+    "embed_umap": "The same loss vectors laid out by UMAP, each round starting from the previous layout, where only "
+                  "the groups matter (distances are meaningful locally only).",
+    "heatmap": "Each row is a client (grouped by true cluster) and each column a round, coloured by the model it "
+               "trained: one colour per cluster block means the clusters were found, one colour everywhere is a "
+               "collapse.",
     "area": "How many clients each model serves, round by round: a single band taking every client means the "
             "other models never train (IFCA's collapse).",
-    "accuracy": "Mean test accuracy of the clients on the model they were given: finding the clusters is what "
-                "lets every client's model fit its own data.",
+    "accuracy": "Mean test accuracy of the clients on the model they were given: finding the clusters is what lets "
+                "every client's model fit its own data.",
     "loss": "Mean test loss of the clients on the model they were given (lower is better).",
-    "ari": "Agreement of the assignment with the true clusters (1 = found exactly, 0 = chance); solid = ARI, "
-           "dotted = NMI, dashed line = 0.9.",
+    "ari": "Agreement of the assignment with the true clusters (1 = found exactly, 0 = chance), solid for ARI and "
+           "dotted for NMI, with the 0.9 mark dashed.",
 }
 
 
@@ -297,7 +299,7 @@ def method_picker(units, key: str) -> str:
         return PCA
     if key not in st.session_state:
         st.session_state[key] = "PCA"
-    st.radio("Embedding", ["PCA", "UMAP"], key=key, horizontal=True,
+    st.radio("Loss-vector embedding", ["PCA", "UMAP"], key=key, horizontal=True,
              help="PCA: one fixed linear map for every round. UMAP: a non-linear layout per round "
                   "(its first use in a server compiles, up to ~20 s on a small CPU).")
     return UMAP if st.session_state[key] == "UMAP" else PCA
@@ -320,12 +322,12 @@ def render_units(snap, units, key: str, *, live: bool, exports: bool = True) -> 
             st.info("Preparing the data and the models; the first round appears in a moment…",
                     icon=":material/hourglass_top:")
         return
-    method = method_picker(units, f"{key}.method")
     if len(units) == 1:
         u = units[0]
         headline(u)
         left, right = st.columns([11, 9], gap="medium")
         with left:
+            method = method_picker(units, f"{key}.method")
             embedding_block(u, f"{key}.{u.ref}", method, live=live)
         with right:
             assignment_block(u, f"{key}.{u.ref}", with_area=False)
@@ -339,6 +341,7 @@ def render_units(snap, units, key: str, *, live: bool, exports: bool = True) -> 
             with col:
                 st.subheader(u.label)
                 headline(u, columns=3)
+        method = method_picker(units, f"{key}.method")
         cols = st.columns(len(units), gap="large")
         for col, u in zip(cols, units):
             with col:
@@ -353,7 +356,9 @@ def render_units(snap, units, key: str, *, live: bool, exports: bool = True) -> 
         st.markdown("#### What else the algorithm recorded")
         per_round = any(v.per_round for views in latest for v in views)
         rnd = round_picker(units, f"{key}.round", live) if per_round else None
-        for u in units:
+        for u, views in zip(units, latest):
+            if not views:
+                continue
             if len(units) > 1:
                 st.markdown(f"**{u.label}**")
             extras_block(u, f"{key}.{u.ref}", rnd)
