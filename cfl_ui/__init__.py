@@ -10,5 +10,9 @@ Modules that never import Streamlit (unit-testable without a session):
     embedding        loss-vector embeddings (raw, PCA, UMAP) cached per run and round
     figures          plotly figure builders
     algorithm_views  per-algorithm views (register yours there)
-Streamlit-side modules: session (manager, owner, query params), controls, run_view.
+    partition_view   a partition's facts and sample images, before any training
+    browser          a headless server and Debian's chromium (end-to-end test, screenshots)
+Streamlit-side modules: session (the manager per process, the owner per browser), controls
+(validated sidebar controls synchronised with the URL), run_view (status, charts, live
+refresh, exports), jobpage (Run/Pause/Stop for batch pages), theme.
 """

@@ -130,7 +130,9 @@ def on_stop() -> None:
 
 def on_preset(preset) -> None:
     st.session_state[VS_KEY] = preset.vs or NONE
-    st.session_state[RUN_KEY] = None  # a fresh setting: detach from the last run
+    job = attached_job()
+    if job is None or job.status not in LIVE:
+        st.session_state[RUN_KEY] = None  # a fresh setting: leave the finished run (it stays in Runs)
 
 
 # -- page -------------------------------------------------------------------------------------
