@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .base import Algorithm, RoundOutcome, RunContext
+from .cfl import CFL
 from .clove import Clove
 from .fedavg import FedAvg
 from .ifca import IFCA
@@ -9,7 +10,7 @@ from .local import LocalOnly
 from .oracle import Oracle
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
-    cls.name: cls for cls in (Clove, IFCA, FedAvg, LocalOnly, Oracle)
+    cls.name: cls for cls in (Clove, IFCA, FedAvg, LocalOnly, Oracle, CFL)
 }
 
 __all__ = ["ALGORITHMS", "Algorithm", "RoundOutcome", "RunContext"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..engine.seeding import numpy_rng
+from ..engine.seeding import derive_seed, numpy_rng
 from ..errors import ConfigError
 
 
@@ -199,3 +199,11 @@ class Algorithm:
 
     def rng(self, *parts):
         return numpy_rng(self.cfg.seed, self.name, *parts)
+
+    def stream(self, *parts) -> int:
+        """A minibatch stream for training outside the rounds (pre-training, newcomer probes).
+
+        `engine.local_train(..., stream=...)` draws its batches from it, so such
+        extra training never reuses the batches of a round.
+        """
+        return derive_seed(self.cfg.seed, self.name, "stream", *parts) % 2**31
