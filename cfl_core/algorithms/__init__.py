@@ -5,12 +5,13 @@ from .base import Algorithm, RoundOutcome, RunContext
 from .cfl import CFL
 from .clove import Clove
 from .fedavg import FedAvg
+from .flexcfl import FedGroup, FlexCFL
 from .ifca import IFCA
 from .local import LocalOnly
 from .oracle import Oracle
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
-    cls.name: cls for cls in (Clove, IFCA, FedAvg, LocalOnly, Oracle, CFL)
+    cls.name: cls for cls in (Clove, IFCA, FedAvg, LocalOnly, Oracle, CFL, FlexCFL, FedGroup)
 }
 
 __all__ = ["ALGORITHMS", "Algorithm", "RoundOutcome", "RunContext"]

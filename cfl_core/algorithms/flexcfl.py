@@ -1,0 +1,313 @@
+"""FlexCFL (Duan et al., arXiv 2108.09749) and its static form FedGroup (Duan et al., arXiv 2010.06870).
+
+Group cold start (once, at setup), with m = `models` groups:
+1. a random subset of `alpha x m` clients (every present client if fewer)
+   pre-trains from the initial model for `pretrain_epochs` local epochs;
+2. the matrix of their updates is decomposed by truncated SVD into m
+   directions in parameter space;
+3. each client's EDC features are the cosine similarities of its update to the
+   m directions (its "embedding", recorded as `edc`);
+4. KMeans++ on the EDC features gives the m groups (or, with `measure=madc`,
+   complete-linkage agglomerative clustering on the MADC dissimilarity:
+   MADC(i, j) = mean over the other clients k of |cos(i, k) - cos(j, k)|);
+5. a group's model is the mean of its members' pre-trained models, and its
+   stored optimisation direction is the mean of their updates.
+
+Client cold start: a client not in a group yet (present at setup but not in
+the subset, or a newcomer) pre-trains from the initial model the same way and
+joins the group whose stored direction is closest in cosine dissimilarity
+(1 - cos) / 2.
+
+Every round the groups train by FedAvg inside each group (the engine's
+train_and_aggregate). Inter-group aggregation with rate `eta_g` (0: purely
+pluralistic groups): with `inter_group=updates` (the papers' form) each group
+that trained this round adds eta_g times the sum of the other trained groups'
+normalised updates, theta_g += eta_g * sum_{h != g} dtheta_h / ||dtheta_h||;
+with `inter_group=models` (the authors' code) a group's model becomes the
+weighted mean of the trained groups' models, its own with weight 1 and each
+other h with weight eta_g / ||theta_h||.
+
+Migration (FlexCFL only; FedGroup keeps its assignment for ever): before each
+round, a participant whose training label distribution has moved by more than
+`shift_threshold` since it was grouped is cold-started again (and may land in
+another group). The move is measured by the earth mover's (Wasserstein-1)
+distance between the two label distributions over label positions:
+`scipy.stats.wasserstein_distance(labels, labels, u_weights=old_counts,
+v_weights=new_counts)`. Distinct labels are at least 1 apart, so this distance
+is never below the share of the data whose label would have to change: with the
+default threshold 0.2 (the paper's 20% of the data) any change of more than 20%
+of a client's label mix is detected. The authors' code instead passes the two
+count vectors as if they were samples, which compares sorted counts: a client
+that swaps all its 3s for 7s keeps the same sorted counts and is never
+migrated. Unsupervised runs use no labels, so there is no migration there.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.stats import wasserstein_distance
+
+from ..engine.seeding import derive_seed
+from ..errors import ConfigError
+from ..dynamics import newcomer_count
+from .base import Algorithm, RoundOutcome
+
+MEASURES = ("edc", "madc")
+INTER_GROUP = ("updates", "models")
+
+
+@dataclass(frozen=True)
+class FedGroupOptions:
+    alpha: float = 20.0  # group cold start pre-trains alpha x m clients (every present client if fewer)
+    pretrain_epochs: int = 5  # local epochs of a cold-start pre-training from the initial model
+    measure: str = "edc"  # edc: KMeans++ on EDC features; madc: complete linkage on MADC
+    eta_g: float = 0.0  # inter-group aggregation rate; 0 = pluralistic (no mixing)
+    inter_group: str = "updates"  # updates: the papers' form; models: the authors' code
+
+    def check(self, cfg) -> None:
+        if not (self.alpha > 0 and math.isfinite(self.alpha)):
+            raise ConfigError("options.alpha", self.alpha, "a positive number (alpha x models clients pre-train)")
+        if self.pretrain_epochs < 1:
+            raise ConfigError("options.pretrain_epochs", self.pretrain_epochs, "a whole number of epochs >= 1")
+        if self.measure not in MEASURES:
+            raise ConfigError("options.measure", self.measure, f"one of {list(MEASURES)}")
+        if not (self.eta_g >= 0 and math.isfinite(self.eta_g)):
+            raise ConfigError("options.eta_g", self.eta_g, "a rate >= 0 (0: no inter-group aggregation)")
+        if self.inter_group not in INTER_GROUP:
+            raise ConfigError("options.inter_group", self.inter_group, f"one of {list(INTER_GROUP)}")
+
+
+@dataclass(frozen=True)
+class FlexCFLOptions(FedGroupOptions):
+    migration: bool = True  # cold-start again the clients whose label distribution moved
+    shift_threshold: float = 0.2  # earth mover's distance that counts as moved (0.2 = 20% of the data)
+
+    def check(self, cfg) -> None:
+        super().check(cfg)
+        if not (self.shift_threshold > 0 and math.isfinite(self.shift_threshold)):
+            raise ConfigError("options.shift_threshold", self.shift_threshold,
+                              "a positive earth mover's distance (0.2 = 20% of the data moved)")
+
+
+# -- measures (pure functions, tested on their own) ------------------------------------------------
+
+def label_shift(old_counts, new_counts) -> float:
+    """Earth mover's distance between two label histograms, over label positions 0..C-1."""
+    old = np.asarray(old_counts, dtype=np.float64)
+    new = np.asarray(new_counts, dtype=np.float64)
+    if old.sum() <= 0 or new.sum() <= 0:
+        return 0.0
+    labels = np.arange(len(old), dtype=np.float64)
+    return float(wasserstein_distance(labels, labels, u_weights=old, v_weights=new))
+
+
+def _unit_rows(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def svd_directions(updates: np.ndarray, m: int, seed: int) -> np.ndarray:
+    """m directions [m, D] in parameter space: truncated SVD of the update matrix (as FedGroup's code)."""
+    from sklearn.decomposition import TruncatedSVD
+
+    svd = TruncatedSVD(n_components=m, algorithm="randomized", random_state=seed % 2**31)
+    return svd.fit_transform(updates.T).T  # [D, n] -> [D, m] -> [m, D]
+
+
+def edc_features(updates: np.ndarray, directions: np.ndarray) -> np.ndarray:
+    """EDC: cosine similarity of each update [n, D] to each direction [m, D] -> [n, m]."""
+    return _unit_rows(updates) @ _unit_rows(directions).T
+
+
+def madc_matrix(updates: np.ndarray) -> np.ndarray:
+    """MADC(i, j) = mean over k not in {i, j} of |cos(i, k) - cos(j, k)| (FedGroup's data-driven measure)."""
+    cos = _unit_rows(updates) @ _unit_rows(updates).T
+    n = len(cos)
+    diff = np.abs(cos[:, None, :] - cos[None, :, :])  # [i, j, k]
+    k = np.arange(n)
+    mask = np.ones((n, n, n), dtype=bool)
+    mask[k, :, k] = False  # k == i
+    mask[:, k, k] = False  # k == j
+    count = np.maximum(mask.sum(-1), 1)
+    out = (diff * mask).sum(-1) / count
+    np.fill_diagonal(out, 0.0)
+    return out
+
+
+class FedGroup(Algorithm):
+    name = "fedgroup"
+    label = "FedGroup"
+    summary = "Groups clients once by the directions of their pre-training updates (EDC + KMeans); static groups."
+    needs_models = True
+    Options = FedGroupOptions
+
+    @classmethod
+    def validate_config(cls, cfg) -> None:
+        super().validate_config(cfg)
+        present = cfg.num_clients - newcomer_count(cfg)
+        if cfg.models is not None and cfg.models > present:
+            raise ConfigError("models", cfg.models,
+                              f"at most the {present} clients present at round 0: the group cold start needs "
+                              "one pre-trained client per group")
+
+    @property
+    def migrates(self) -> bool:
+        return bool(getattr(self.opts, "migration", False)) and not self.cfg.unsupervised
+
+    def _pretrain_config(self):
+        return dataclasses.replace(self.engine.train_cfg, local_epochs=self.opts.pretrain_epochs)
+
+    def _pretrain(self, clients: torch.Tensor, round_index: int, purpose: str) -> np.ndarray:
+        """Updates [n, D] (float64) of the clients pre-trained from the initial model."""
+        start = self.init_model.expand(len(clients), -1)
+        trained, _ = self.engine.local_train(start, clients, round_index, train=self._pretrain_config(),
+                                             stream=self.stream(purpose, round_index))
+        return (trained - start).detach().to("cpu", torch.float64).numpy()
+
+    # -- group cold start -----------------------------------------------------------
+    def setup(self, clients):
+        m = self.num_models
+        fed = self.ctx.fed
+        self.init_model = self.base_model()
+        count = min(len(clients), max(m, int(math.ceil(self.opts.alpha * m))))
+        chosen = np.sort(self.rng("cold-start").choice(clients.numpy(), size=count, replace=False))
+        chosen_t = torch.as_tensor(chosen, dtype=torch.int64)
+        start = self.init_model.expand(count, -1)
+        trained, _ = self.engine.local_train(start, chosen_t, 0, train=self._pretrain_config(),
+                                             stream=self.stream("group-cold-start"))
+        updates = (trained - start).detach().to("cpu", torch.float64).numpy()
+        seed = derive_seed(self.cfg.seed, self.name, "cluster")
+        self.directions = svd_directions(updates, m, seed)
+        edc = edc_features(updates, self.directions)
+        if self.opts.measure == "edc":
+            from sklearn.cluster import KMeans
+
+            labels = KMeans(m, init="k-means++", n_init=10, random_state=seed % 2**31).fit_predict(edc)
+        else:
+            from sklearn.cluster import AgglomerativeClustering
+
+            labels = AgglomerativeClustering(n_clusters=m, metric="precomputed",
+                                             linkage="complete").fit_predict(madc_matrix(updates))
+        labels = torch.as_tensor(labels, dtype=torch.int64)
+        trained = trained.detach().to(fed.device)
+        self.models = self.init_model.expand(m, -1).clone()
+        self.group_directions = np.zeros((m, updates.shape[1]))
+        for g in range(m):
+            members = torch.nonzero(labels == g).squeeze(1)
+            if len(members):  # KMeans / agglomerative never leave a group empty; kept safe anyway
+                self.models[g] = trained[members.to(fed.device)].mean(0)
+                self.group_directions[g] = updates[members.numpy()].mean(0)
+        self.assign[chosen_t] = labels
+        n = fed.num_clients
+        self.edc: list = [None] * n
+        for i, c in enumerate(chosen.tolist()):
+            self.edc[c] = [round(float(v), 5) for v in edc[i]]
+        self.grouped_counts = torch.zeros(n, max(1, fed.num_classes))
+        if fed.task == "classification":
+            self.grouped_counts[chosen_t] = fed.label_counts(chosen_t)
+        self._edc_changed = False
+        # Each pre-trained client gets the initial model and sends its update.
+        extras = {"cold_start": {"clients": chosen.tolist(), "measure": self.opts.measure,
+                                 "pretrain_epochs": self.opts.pretrain_epochs,
+                                 "group_sizes": torch.bincount(labels, minlength=m).tolist()},
+                  "setup_bytes_down": count * self.model_bytes, "setup_bytes_up": count * self.model_bytes}
+        rest = torch.as_tensor(np.setdiff1d(clients.numpy(), chosen), dtype=torch.int64)
+        if len(rest):
+            self._client_cold_start(rest, 0, "client-cold-start")
+            extras["setup_bytes_down"] += len(rest) * self.model_bytes
+            extras["setup_bytes_up"] += len(rest) * self.model_bytes
+        extras["edc"] = list(self.edc)
+        self._edc_changed = False
+        if getattr(self.opts, "migration", False) and self.cfg.unsupervised:
+            extras["migration_note"] = "no migration in unsupervised runs: it needs the clients' labels"
+        return extras
+
+    def _client_cold_start(self, clients: torch.Tensor, round_index: int, purpose: str) -> torch.Tensor:
+        """Pre-train from the initial model and join the group with the closest stored direction."""
+        updates = self._pretrain(clients, round_index, purpose)
+        cos = _unit_rows(updates) @ _unit_rows(self.group_directions).T
+        dissimilarity = (1.0 - cos) / 2.0
+        groups = torch.as_tensor(dissimilarity.argmin(1), dtype=torch.int64)
+        self.assign[clients] = groups
+        edc = edc_features(updates, self.directions)
+        for i, c in enumerate(clients.tolist()):
+            self.edc[c] = [round(float(v), 5) for v in edc[i]]
+        if self.ctx.fed.task == "classification":
+            self.grouped_counts[clients] = self.ctx.fed.label_counts(clients)
+        self._edc_changed = True
+        return groups
+
+    def place_newcomers(self, clients, round_index):
+        self._client_cold_start(clients, round_index, "newcomer")
+        return len(clients) * 2 * self.model_bytes
+
+    # -- rounds ------------------------------------------------------------------------
+    def _migrate(self, participants: torch.Tensor, round_index: int) -> tuple[list[dict], int]:
+        fed = self.ctx.fed
+        grouped = participants[self.assign[participants] >= 0]
+        if not len(grouped):
+            return [], 0
+        now = fed.label_counts(grouped)
+        distances = [label_shift(self.grouped_counts[c].numpy(), now[i].numpy())
+                     for i, c in enumerate(grouped.tolist())]
+        moved = [i for i, d in enumerate(distances) if d > self.opts.shift_threshold]
+        if not moved:
+            return [], 0
+        clients = grouped[moved]
+        before = self.assign[clients].clone()
+        after = self._client_cold_start(clients, round_index, "migration")
+        events = [{"client": int(c), "from": int(b), "to": int(a), "emd": round(distances[i], 4)}
+                  for c, b, a, i in zip(clients.tolist(), before.tolist(), after.tolist(), moved)]
+        return events, len(clients) * 2 * self.model_bytes
+
+    def _inter_group(self, old: torch.Tensor, new: torch.Tensor, trained: torch.Tensor) -> torch.Tensor:
+        eta = self.opts.eta_g
+        ids = torch.nonzero(trained).squeeze(1).tolist()
+        if eta <= 0 or len(ids) < 2:
+            return new
+        out = new.clone()
+        if self.opts.inter_group == "updates":
+            delta = new - old
+            unit = delta / delta.norm(dim=1, keepdim=True).clamp(min=1e-12)
+            for g in ids:
+                others = [h for h in ids if h != g]
+                out[g] = new[g] + eta * unit[others].sum(0)
+        else:
+            scale = new.norm(dim=1).clamp(min=1e-12)
+            for g in ids:
+                w = torch.tensor([1.0 if h == g else eta / float(scale[h]) for h in ids], device=new.device)
+                out[g] = (w[:, None] * new[ids]).sum(0) / w.sum()
+        return out
+
+    def run_round(self, round_index, participants):
+        extras: dict = {}
+        spent = 0
+        if self.migrates:
+            events, spent = self._migrate(participants, round_index) if round_index > 0 else ([], 0)
+            extras["migrations"] = events
+        unplaced = participants[self.assign[participants] < 0]
+        if len(unplaced):  # not expected (newcomers are placed when they join), kept safe
+            self._client_cold_start(unplaced, round_index, "late-cold-start")
+            spent += len(unplaced) * 2 * self.model_bytes
+        old = self.models
+        owners = self.assign[participants]
+        self.models, train_loss = self.engine.train_and_aggregate(old, participants, owners, round_index)
+        trained = torch.bincount(owners, minlength=old.shape[0]) > 0
+        self.models = self._inter_group(old.to(self.models.device), self.models, trained.to(self.models.device))
+        if self._edc_changed:
+            extras["edc"] = list(self.edc)
+            self._edc_changed = False
+        traffic = len(participants) * self.model_bytes
+        phase = "migration" if extras.get("migrations") else "training"
+        return RoundOutcome(phase, None, traffic + spent // 2, traffic + spent // 2, train_loss, extras)
+
+
+class FlexCFL(FedGroup):
+    name = "flexcfl"
+    label = "FlexCFL"
+    summary = ("FedGroup's grouping plus migration: a client whose label mix moved (earth mover's distance) "
+               "is cold-started again.")
+    Options = FlexCFLOptions
