@@ -58,3 +58,6 @@ def join_rounds(cfg, clusters: torch.Tensor) -> torch.Tensor:
                 chosen.append(members.pop())
     joins[torch.tensor(chosen)] = cfg.newcomer_round
     return joins
+
+
+from . import shifts as _shifts  # noqa: E402,F401  (registers swap-all, swap-part, incremental in SHIFTS)
