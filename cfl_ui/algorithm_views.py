@@ -278,3 +278,136 @@ def ifca_views(records, round_index):
 
 def cluster_swatch(c: int) -> str:
     return f"<span style='color:{cluster_color(c)}'>●</span>"
+
+
+# -- CFL (Sattler), FlexCFL / FedGroup: views of their own records (cfl_core/algorithms/cfl.py, flexcfl.py) ----------
+def _cfl_params(records) -> dict:
+    for r in records:
+        params = (r.extras or {}).get("cfl_params")
+        if isinstance(params, dict):
+            return params
+    return {}
+
+
+@register("cfl", embedding=True)
+def cfl_similarity(records, round_index):
+    rec = record_at([r for r in records if _square((r.extras or {}).get("similarity"))], round_index)
+    if rec is None:
+        return []
+    truth = np.asarray(rec.true_clusters or [0] * len(rec.assignments))[rec.participants]
+    return [View(f"CFL: cosine similarity of the updates (round {rec.round})",
+                 matrix_heatmap(rec.extras["similarity"], rec.participants, truth, "cosine"),
+                 "How CFL sees the clients: the cosine similarity of their weight updates, ordered by true "
+                 "cluster. A split cuts where the similarity across the two parts is lowest; blue blocks between "
+                 "true clusters are what lets it separate them.", per_round=True)]
+
+
+@register("cfl")
+def cfl_norms(records, round_index):
+    rounds = [r for r in records if (r.extras or {}).get("cluster_norms")]
+    if not rounds:
+        return []
+    params = _cfl_params(records)
+    fig = go.Figure()
+    clusters = sorted({c["cluster"] for r in rounds for c in r.extras["cluster_norms"]})
+    for k in clusters:
+        pts = [(r.round, c) for r in rounds for c in r.extras["cluster_norms"] if c["cluster"] == k]
+        xs = [p[0] for p in pts]
+        color = model_color(k)
+        fig.add_trace(go.Scatter(x=xs, y=[p[1]["mean_norm"] for p in pts], mode="lines+markers",
+                                 name=f"cluster {k}: mean update", line=dict(color=color, width=2),
+                                 marker=dict(size=4), legendgroup=f"c{k}",
+                                 hovertemplate="round %{x}: ||mean update|| %{y:.3f}<extra></extra>"))
+        fig.add_trace(go.Scatter(x=xs, y=[p[1]["max_norm"] for p in pts], mode="lines", name=f"cluster {k}: max client",
+                                 line=dict(color=color, width=1.5, dash="dash"), legendgroup=f"c{k}",
+                                 hovertemplate="round %{x}: max ||update|| %{y:.3f}<extra></extra>"))
+    for key, text in (("eps1", "eps1: mean must fall below"), ("eps2", "eps2: max must rise above")):
+        if isinstance(params.get(key), (int, float)):
+            fig.add_hline(y=params[key], line=dict(color="#777", dash="dot", width=1),
+                          annotation_text=f"{text} ({params[key]:g})", annotation_position="top left")
+    if isinstance(params.get("warmup_rounds"), int) and params["warmup_rounds"] > 0:
+        fig.add_vrect(x0=-0.5, x1=params["warmup_rounds"] - 0.5, fillcolor="#f2f2f2", line_width=0,
+                      annotation_text="warm-up", annotation_position="top left", layer="below")
+    events = [e for r in records for e in (r.extras or {}).get("split_events", [])]
+    for e in events:
+        fig.add_vline(x=e["round"], line=dict(color="#2CA02C" if e["accepted"] else "#D62728",
+                                              dash="solid" if e["accepted"] else "dot", width=1.5))
+    fig.update_xaxes(title="round", gridcolor=GRID)
+    fig.update_yaxes(title="update norm", gridcolor=GRID, rangemode="tozero")
+    views = [View("CFL: update norms per cluster", layout(fig, height=340),
+                  "A cluster splits when the norm of its mean update (solid) is below eps1 while some client's "
+                  "update (dashed) is still above eps2: together they are near a stationary point, yet some "
+                  "clients pull away. Green lines: accepted splits; red dotted: refused by the gamma check.",
+                  consumes=("cluster_norms", "largest_mean_norm", "clusters"))]
+    if events:
+        rows = ["| round | cluster | children (client ids) | alpha_cross_max | sqrt((1-alpha)/2) | accepted |",
+                "|---|---|---|---|---|---|"]
+        for e in events:
+            kids = " / ".join(", ".join(map(str, part)) for part in e["children"])
+            rows.append(f"| {e['round']} | {e['cluster']} | {kids} | {e['alpha_cross_max']:.3f} | "
+                        f"{e['gamma_bound']:.3f} | {'yes' if e['accepted'] else 'no (gamma_max ' + format(e['gamma_max'], 'g') + ')'} |")
+        views.append(View("CFL: split events", None,
+                          "Every split CFL considered: it is accepted only when gamma_max < sqrt((1 - alpha_cross_max)/2).",
+                          markdown="\n".join(rows)))
+    return views
+
+
+def _edc_views(records, round_index, name: str):
+    from .embedding import loss_embedding
+    from .figures import embedding_figure
+
+    latest, by_round = None, {}
+    for r in records:  # the EDC rows are recorded when they change: carry the latest forward
+        value = (r.extras or {}).get("edc")
+        if isinstance(value, list):
+            latest = value
+        if latest is not None:
+            by_round[r.round] = latest
+
+    def source(record):
+        rows = by_round.get(record.round)
+        if rows is None:
+            return None
+        clients = [c for c, row in enumerate(rows) if isinstance(row, list)]
+        return (clients, [rows[c] for c in clients]) if clients else None
+
+    emb = loss_embedding(records, source=source, axis_name="cos to direction {j}", what="EDC features")
+    if emb is None:
+        return []
+    return [View(f"{name}: clients by their EDC features", embedding_figure(emb, round_index),
+                 f"How {name} sees the clients: each point is a client placed by the cosine similarity of its "
+                 "pre-training update to the SVD directions of the cold start (its EDC features, "
+                 f"{emb.detail}). Colour = true cluster, symbol = group. Clients re-cold-started (newcomers, "
+                 "migrations) move when their features are measured again.")]
+
+
+@register("flexcfl", embedding=True)
+def flexcfl_edc(records, round_index):
+    return _edc_views(records, round_index, "FlexCFL")
+
+
+@register("fedgroup", embedding=True)
+def fedgroup_edc(records, round_index):
+    return _edc_views(records, round_index, "FedGroup")
+
+
+@register("flexcfl")
+def flexcfl_migrations(records, round_index):
+    rounds = [r for r in records if isinstance((r.extras or {}).get("migrations"), list)]
+    if not rounds:
+        return []
+    moved = [sum(1 for m in r.extras["migrations"] if m["from"] != m["to"]) for r in rounds]
+    stayed = [len(r.extras["migrations"]) - n for r, n in zip(rounds, moved)]
+    xs = [r.round for r in rounds]
+    fig = go.Figure([go.Bar(x=xs, y=moved, name="moved to another group", marker_color="#8C564B"),
+                     go.Bar(x=xs, y=stayed, name="re-grouped, same group", marker_color="#C7B0A8")])
+    shifts = [r.round for r in records if (r.extras or {}).get("shift_events")]
+    for x in shifts:
+        fig.add_vline(x=x, line=dict(color="#bbb", dash="dot", width=1))
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title="round", gridcolor=GRID)
+    fig.update_yaxes(title="clients cold-started again", gridcolor=GRID, dtick=1)
+    return [View("FlexCFL: migrations", layout(fig, height=280),
+                 "Clients whose label mix moved by more than the threshold (earth mover's distance over label "
+                 "positions) since they were grouped are cold-started again; dotted lines mark rounds with a "
+                 "distribution shift.", consumes=("migrations",))]

@@ -152,3 +152,18 @@ def test_same_seed_same_records():
     for x, y in zip(a, b):
         assert (x.assignments, x.client_accuracy, x.extras["similarity"], x.extras.get("split_events")) == \
                (y.assignments, y.client_accuracy, y.extras["similarity"], y.extras.get("split_events"))
+
+
+def test_dashboard_views_draw_the_norms_splits_and_similarity():
+    from cfl_ui import algorithm_views as AV
+
+    records = run(partition="concept-shift", rounds=13, seed=0)
+    embedding = AV.embedding_views("cfl", records, 12)
+    assert embedding[0].title.startswith("CFL: cosine similarity") and embedding[0].per_round
+    extra = AV.extra_views("cfl", records, None)
+    titles = [v.title for v in extra]
+    assert titles[:2] == ["CFL: update norms per cluster", "CFL: split events"]
+    norms = extra[0].figure
+    assert {s.line.dash for s in norms.data} == {None, "dash"}  # mean (solid) and max (dashed) per cluster
+    assert len(norms.layout.shapes) >= 2 + 3  # eps1 and eps2 lines, the three split markers (and the warm-up)
+    assert "Recorded: clusters" not in titles and "Recorded: largest_mean_norm" not in titles

@@ -136,3 +136,13 @@ def test_same_seed_same_records():
     for x, y in zip(a, b):
         assert (x.assignments, x.client_accuracy, x.extras.get("edc"), x.extras.get("migrations")) == \
                (y.assignments, y.client_accuracy, y.extras.get("edc"), y.extras.get("migrations"))
+
+
+def test_dashboard_views_show_the_edc_embedding_and_migrations():
+    from cfl_ui import algorithm_views as AV
+
+    records = run(algorithm="flexcfl", seed=0, newcomer_share=0.2, newcomer_round=2, **{**SWAP_PART, "rounds": 5})
+    embedding = AV.embedding_views("flexcfl", records, 4)
+    assert embedding and embedding[0].title == "FlexCFL: clients by their EDC features"
+    assert [v.title for v in AV.extra_views("flexcfl", records, None)][0] == "FlexCFL: migrations"
+    assert AV.embedding_views("fedgroup", run(algorithm="fedgroup", rounds=2, seed=0), None)
