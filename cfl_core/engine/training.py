@@ -173,8 +173,8 @@ def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients
         yb = y_flat.index_select(0, rows).view(len(clients), -1)
         # Leaves are views into the flat rows: gradients come per parameter, no flat scatter.
         leaves = {name: v.detach().requires_grad_(True) for name, v in spec.views(params).items()}
-        out = spec.apply(leaves, xb)
-        client_loss = masked_mean(per_sample_loss(spec.loss_kind, out, xb, yb), valid[s])
+        output = spec.apply(leaves, xb)
+        client_loss = masked_mean(per_sample_loss(spec.loss_kind, output, xb, yb), valid[s])
         grads = torch.autograd.grad(client_loss.sum(), list(leaves.values()))
         with torch.no_grad():
             opt.step(params, list(grads), active[s])
