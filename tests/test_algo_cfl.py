@@ -167,3 +167,15 @@ def test_dashboard_views_draw_the_norms_splits_and_similarity():
     assert {s.line.dash for s in norms.data} == {None, "dash"}  # mean (solid) and max (dashed) per cluster
     assert len(norms.layout.shapes) >= 2 + 3  # eps1 and eps2 lines, the three split markers (and the warm-up)
     assert "Recorded: clusters" not in titles and "Recorded: largest_mean_norm" not in titles
+
+
+def test_split_thresholds_default_per_model_family_and_options_override():
+    def params(**changes):
+        exp = Experiment(ExperimentConfig(**{**BASE, "partition": "concept-shift", "rounds": 1, **changes}))
+        return exp._setup_extras["cfl_params"]
+
+    assert (params()["eps1"], params()["eps2"]) == (0.4, 0.7)  # digits' MLP
+    assert (params(model="logreg")["eps1"], params(model="logreg")["eps2"]) == (0.4, 0.55)
+    assert params(model="cnn")["eps2"] == 1.4
+    given = params(model="logreg", options={"eps1": 0.2, "eps2": 0.9, "gamma_max": 0.5})
+    assert (given["eps1"], given["eps2"], given["gamma_max"]) == (0.2, 0.9, 0.5)
