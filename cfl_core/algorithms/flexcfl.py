@@ -2,7 +2,9 @@
 
 Group cold start (once, at setup), with m = `models` groups:
 1. a random subset of `alpha x m` clients (every present client if fewer)
-   pre-trains from the initial model for `pretrain_epochs` local epochs;
+   pre-trains from the initial model for `pretrain_epochs` local epochs (the
+   engine trains in epochs; 5 epochs of 50-60 samples in batches of 20 are 15
+   minibatch steps, the authors' code uses 50 steps on larger clients);
 2. the matrix of their updates is decomposed by truncated SVD into m
    directions in parameter space;
 3. each client's EDC features are the cosine similarities of its update to the
@@ -16,7 +18,8 @@ Group cold start (once, at setup), with m = `models` groups:
 Client cold start: a client not in a group yet (present at setup but not in
 the subset, or a newcomer) pre-trains from the initial model the same way and
 joins the group whose stored direction is closest in cosine dissimilarity
-(1 - cos) / 2.
+(1 - cos) / 2. The stored directions are those of the cold start (FlexCFL's
+code; FedGroup's code compared with each group's latest update instead).
 
 Every round the groups train by FedAvg inside each group (the engine's
 train_and_aggregate). Inter-group aggregation with rate `eta_g` (0: purely
