@@ -28,7 +28,6 @@ Options are validated up front with ConfigError naming `shift_options.<name>`.
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
 from dataclasses import dataclass
 

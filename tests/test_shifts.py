@@ -2,7 +2,6 @@
 every algorithm working under each shift and with newcomers, determinism."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -11,6 +10,17 @@ from cfl_core.config import ExperimentConfig
 from cfl_core.dynamics import SHIFTS
 from cfl_core.errors import ConfigError
 from cfl_core.experiment import Experiment, Setup
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """These tensors are small: one thread is as fast, and a busy machine's other processes cannot
+    make torch's thread pool spin (two threads on two shared cores ran these tests 20x slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 
 BASE = dict(dataset="digits", partition="label-skew-1", clusters=4, clients_per_cluster=5, samples_per_client=40,
             device="cpu", algorithm="fedavg", rounds=8)
@@ -66,6 +76,7 @@ def test_shifts_are_registered_and_validated():
 
 def test_swap_all_conserves_data_and_truth_follows_it():
     setup, fed, truth, shift = shifted("swap-all", {"probability": 1.0, "pairs": 3, "across_clusters": True})
+    shared = (setup.federation.x_train.clone(), setup.federation.n_train.clone(), setup.federation.clusters.clone())
     before = {split: samples(fed, split) for split in ("train", "test")}
     owner_cluster = {key: int(truth[c[0]]) for key, c in before["train"].items()}
     events = []
@@ -80,7 +91,8 @@ def test_swap_all_conserves_data_and_truth_follows_it():
                     for i in range(int(fed.n_train[c]))}
         assert clusters == {int(truth[c])}
     assert not torch.equal(truth, setup.federation.clusters)  # someone moved
-    assert torch.equal(setup.federation.clusters, setup.federation.clusters.clone())  # the shared setup untouched
+    assert all(torch.equal(a, b) for a, b in zip(shared, (setup.federation.x_train, setup.federation.n_train,
+                                                           setup.federation.clusters)))  # the shared setup untouched
     assert shift.apply(0) == {}  # start_round 1
 
 
@@ -181,3 +193,15 @@ def test_same_seed_same_shifts():
         return [(r.extras.get("shift_events"), r.true_clusters, r.client_accuracy) for r in Experiment(cfg)]
 
     assert once() == once()
+
+
+def test_a_shifted_run_never_touches_a_shared_setup():
+    cfg = ExperimentConfig(**{**BASE, "rounds": 3}, shift="swap-part", shift_options={"probability": 1.0, "pairs": 5})
+    setup = Setup.build(cfg)
+    fed = setup.federation
+    before = [t.clone() for t in (fed.x_train, fed.y_train, fed.n_train, fed.x_test, fed.clusters)]
+    exp = Experiment(cfg, setup=setup)
+    list(exp)
+    assert exp.federation is not fed and not torch.equal(exp.federation.n_train, fed.n_train)
+    assert all(torch.equal(a, b) for a, b in zip(before, (fed.x_train, fed.y_train, fed.n_train, fed.x_test,
+                                                          fed.clusters)))

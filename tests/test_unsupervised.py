@@ -4,10 +4,22 @@ initial models while IFCA, from the same models, collapses."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from cfl_core.config import ExperimentConfig
 from cfl_core.errors import ConfigError
 from cfl_core.experiment import Experiment, Setup
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """These tensors are small: one thread is as fast, and a busy machine's other processes cannot
+    make torch's thread pool spin (two threads on two shared cores ran these tests 20x slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 
 # The autoencoder does not learn with the supervised defaults (SGD, lr 0.1): Adam with lr 0.01 does.
 # CLoVE clusters square-root loss vectors (the paper's SLV) and waits 5 unchanged rounds before freezing.
