@@ -42,6 +42,21 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("Mixture of linear regressions",
            "Four true parameter vectors; the loss vectors separate the clients and each model approaches its theta.",
            dict(_BASE, dataset="synthetic-linear", partition="linear-mixture")),
+    Preset("CFL splits on label swaps",
+           "Sattler's CFL starts with one model and splits a cluster when its clients' updates point different ways; "
+           "watch the update norms and the split markers.",
+           dict(_BASE, algorithm="cfl", models=None, partition="concept-shift", rounds=30), vs="clove"),
+    Preset("FlexCFL migrates under label shift",
+           "Two clients swap one label's samples every round; FlexCFL re-groups clients whose label mix moved, "
+           "FedGroup keeps its first grouping.",
+           dict(_BASE, algorithm="flexcfl", partition="label-skew-1", samples_per_client=50, within="dirichlet",
+                alpha=0.3, shift="swap-part", shift_options={"probability": 1.0, "across_clusters": True}),
+           vs="fedgroup"),
+    Preset("Unsupervised: autoencoders on rotated digits",
+           "No labels at all: each model is an autoencoder and the loss is reconstruction error; CLoVE still "
+           "separates the rotations while IFCA from identical models collapses.",
+           dict(_BASE, algorithm="clove", init="same", unsupervised=True, optimizer="adam", lr=0.01,
+                options={"sqrt_losses": True, "stable_rounds": 5}), vs="ifca"),
     Preset("Fashion-MNIST, rotated (CNN)",
            "The CLoVE paper's setting on 28x28 clothing images with the LeNet-style CNN (a CNN: slower than digits on a CPU).",
            dict(_BASE, dataset="fashion-mnist", rounds=10)),
