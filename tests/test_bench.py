@@ -146,3 +146,13 @@ def test_memory_probe_reports_a_peak_above_the_start():
     probe = MemoryProbe(torch.device("cpu"))
     peak, process_peak, value = probe.measure(lambda: float(torch.ones(4_000_000).sum()))
     assert value == 4_000_000 and peak >= 0 and process_peak > 0
+
+
+def test_a_busy_machine_is_flagged_in_the_report():
+    from cfl_core.bench.report import _busy_warning
+
+    busy = _busy_warning({"load_before": "3.10 2.00 1.00", "load_after": "0.20 0.1 0.1", "cpu_count": 2,
+                          "device": "cpu"})
+    assert busy and "busy" in busy[0]
+    assert _busy_warning({"load_before": "0.30 0.2 0.1", "load_after": "0.40 0.3 0.2", "cpu_count": 2,
+                          "device": "cpu"}) == []

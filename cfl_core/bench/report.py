@@ -64,6 +64,7 @@ def markdown(report: BenchReport, command: str) -> str:
         f"Run: {time.strftime('%Y-%m-%d %H:%M %Z')}, {report.seconds:.0f} s in all; load average (1/5/15 min) "
         f"before {f['load_before']}, after {f['load_after']}",
         "",
+        *_busy_warning(f),
         f"Work per client and round: {o.local_epochs} local epochs over {o.samples} training samples in "
         f"minibatches of {o.batch_size}, SGD lr {o.lr} momentum {o.momentum}. MLP 64-128-10 on digits "
         f"(8x8, resampled, {o.clusters} rotation clusters); CNN (LeNet-style) on synthetic 28x28 images.",
@@ -88,6 +89,20 @@ def markdown(report: BenchReport, command: str) -> str:
         markdown_table(report.rows),
         "",
     ])
+
+
+def _busy_warning(facts: dict) -> list[str]:
+    """A warning when other processes kept the CPUs busy around the run (timings are then inflated)."""
+    try:
+        loads = [float(v) for v in f"{facts['load_before']} {facts['load_after']}".split()]
+    except (KeyError, ValueError):
+        return []
+    cpus = facts.get("cpu_count") or 1
+    if facts.get("device", "cpu").startswith("cuda") or max(loads) < 0.5 * cpus:
+        return []
+    return [f"**Warning: the machine was busy** (load average up to {max(loads):.1f} on {cpus} CPUs around "
+            "this run, from other processes): timings are inflated and noisy, most of all with more than "
+            "one thread, where a thread that loses its core stalls the others at every parallel step.", ""]
 
 
 def write_markdown(report: BenchReport, command: str, path: str | Path) -> None:
