@@ -98,7 +98,7 @@ def config_from_args(args: argparse.Namespace, validate: bool = True, **override
     options.update(_key_values(args.option, "--option"))
     shift_options = dict(base.shift_options)
     shift_options.update(_key_values(args.shift_option, "--shift-option"))
-    config = base.replace(**changes, options=options, shift_options=shift_options, **overrides)
+    config = base.replace(**{**changes, "options": options, "shift_options": shift_options, **overrides})
     if validate:
         config.validate()
     return config
