@@ -11,16 +11,6 @@ from cfl_core.experiment import Experiment
 from cfl_core.records import RoundRecord
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These tensors are small: one thread is as fast, and a busy machine's other processes cannot
-    make torch's thread pool spin (two threads on two shared cores ran these tests 20x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 BASE = dict(dataset="digits", partition="concept-shift", clusters=4, clients_per_cluster=5, algorithm="fesem",
             models=4, device="cpu")
 

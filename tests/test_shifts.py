@@ -12,16 +12,6 @@ from cfl_core.errors import ConfigError
 from cfl_core.experiment import Experiment, Setup
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These tensors are small: one thread is as fast, and a busy machine's other processes cannot
-    make torch's thread pool spin (two threads on two shared cores ran these tests 20x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 BASE = dict(dataset="digits", partition="label-skew-1", clusters=4, clients_per_cluster=5, samples_per_client=40,
             device="cpu", algorithm="fedavg", rounds=8)
 

@@ -4,21 +4,10 @@ initial models while IFCA, from the same models, collapses."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from cfl_core.config import ExperimentConfig
 from cfl_core.errors import ConfigError
 from cfl_core.experiment import Experiment, Setup
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These tensors are small: one thread is as fast, and a busy machine's other processes cannot
-    make torch's thread pool spin (two threads on two shared cores ran these tests 20x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # The autoencoder does not learn with the supervised defaults (SGD, lr 0.1): Adam with lr 0.01 does.
