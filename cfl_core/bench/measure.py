@@ -153,3 +153,34 @@ def load_average() -> str:
         return " ".join(f"{v:.2f}" for v in os.getloadavg())
     except OSError:
         return "n/a"
+
+
+class OtherLoad:
+    """How many CPUs other processes kept busy while the benchmark ran (Linux /proc/stat).
+
+    Busy CPU time of the whole machine minus this process's own CPU time, divided by
+    the wall time: 0 on a quiet machine, 1 when another process used a whole CPU.
+    """
+
+    def __init__(self):
+        self.start = self._sample()
+
+    @staticmethod
+    def _sample():
+        try:
+            with open("/proc/stat") as fh:
+                fields = [int(v) for v in fh.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        busy = sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)  # all but idle and iowait
+        ticks = os.sysconf("SC_CLK_TCK")
+        own = os.times()
+        return busy / ticks, own.user + own.system, time.monotonic()
+
+    def cpus(self) -> float | None:
+        end = self._sample()
+        if self.start is None or end is None:
+            return None
+        wall = end[2] - self.start[2]
+        others = (end[0] - self.start[0]) - (end[1] - self.start[1])
+        return max(0.0, others / wall) if wall > 0 else None

@@ -12,17 +12,17 @@ from __future__ import annotations
 import torch
 
 from ..engine.core import Engine
-from ..engine.training import batch_schedule, reference_loss_matrix, train_sequential
+from ..engine.training import reference_loss_matrix, train_sequential
 
 
 class SequentialEngine(Engine):
     def loss_matrix(self, models: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
         return reference_loss_matrix(self.spec, models, self.fed, clients.cpu())
 
-    def local_train(self, start, clients, round_index, train=None, stream=None):
+    def local_train(self, start, clients, round_index, train=None, stream=None, schedule=None):
         train = train or self.train_cfg
         stream = round_index if stream is None else stream
         clients = clients.cpu()
-        sched = batch_schedule(self.fed.n_train[clients.to(self.fed.device)].cpu(), clients, self.seed, stream, train)
+        sched = schedule if schedule is not None else self.schedule(clients, stream, train)
         params, loss = train_sequential(self.spec, start, self.fed, clients, sched, train)
         return params, loss.cpu()

@@ -10,7 +10,7 @@ from .runner import BenchReport, Measurement
 NOTES_MARKER = "<!-- notes: everything below this line is kept when the benchmark rewrites this file -->"
 
 COLUMNS = ("measurement", "clients M", "models K", "batched s", "loop s", "ratio", "GFLOP/s",
-           "% of peak", "loop GFLOP/s", "peak mem MB", "reps b/l", "notes")
+           "% of peak", "loop GFLOP/s", "peak mem MB", "reps b/l", "other load", "notes")
 
 
 def _num(value, fmt: str) -> str:
@@ -31,7 +31,8 @@ def table_rows(rows: list[Measurement]) -> list[list[str]]:
             _seconds(r.batched_s), _seconds(r.sequential_s),
             "-" if r.ratio is None else f"{r.ratio:.1f}x",
             _num(r.gflops, ".1f"), "-" if r.peak_share is None else f"{100 * r.peak_share:.1f}%",
-            _num(r.sequential_gflops, ".2f"), _num(r.peak_mem_mb, ".0f"), r.repeats, r.note,
+            _num(r.sequential_gflops, ".2f"), _num(r.peak_mem_mb, ".0f"), r.repeats,
+            _num(r.other_cpus, ".2f"), r.note,
         ])
     return out
 
@@ -55,14 +56,16 @@ def markdown(report: BenchReport, command: str) -> str:
     machine = (f"{f['cpu']} ({f['cpu_count']} logical CPUs"
                + (f", {f['memory_gib']} GiB RAM" if "memory_gib" in f else "") + ")"
                + (f", GPU {f['gpu']}" if "gpu" in f else "")
-               + f"; torch {f['torch']} with {f['threads']} threads; Python {f['python']}; device {f['device']}")
+               + f"; torch {f['torch']} with {f['threads']} thread{'s' if f['threads'] != 1 else ''}; Python {f['python']}; device {f['device']}")
     return "\n".join([
         "# Benchmark: the batched engine against the sequential per-client loop",
         "",
         f"Command: `{command}`  ",
         f"Machine: {machine}  ",
         f"Run: {time.strftime('%Y-%m-%d %H:%M %Z')}, {report.seconds:.0f} s in all; load average (1/5/15 min) "
-        f"before {f['load_before']}, after {f['load_after']}",
+        f"before {f['load_before']}, after {f['load_after']}"
+        + ("" if f.get("other_cpus") is None else
+           f"; CPUs kept busy by other processes during the run: {f['other_cpus']:.2f} on average"),
         "",
         *_busy_warning(f),
         f"Work per client and round: {o.local_epochs} local epochs over {o.samples} training samples in "
@@ -83,8 +86,10 @@ def markdown(report: BenchReport, command: str) -> str:
         "GFLOP/s counts only matmul/convolution FLOPs (forward 2 x MACs; backward 2 x MACs for weight "
         "gradients plus 2 x MACs for input gradients of every layer but the first; valid samples only; "
         "cfl_core/bench/flops.py), divided by the median time; % of peak divides by the dense float32 "
-        f"matmul rate measured first with the same threads. Peak memory: {report.memory_method}, of one "
-        "extra untimed batched run, above the memory in use before it.",
+        f"matmul rate measured with the same threads (first and last; the higher). Peak memory: {report.memory_method}, of one "
+        "extra untimed batched run, above the memory in use before it. Other load: CPUs that other "
+        "processes kept busy while the row was measured (machine busy time minus this process's, from "
+        "/proc/stat); near 0 means the figures are the machine's own.",
         "",
         markdown_table(report.rows),
         "",
@@ -92,17 +97,13 @@ def markdown(report: BenchReport, command: str) -> str:
 
 
 def _busy_warning(facts: dict) -> list[str]:
-    """A warning when other processes kept the CPUs busy around the run (timings are then inflated)."""
-    try:
-        loads = [float(v) for v in f"{facts['load_before']} {facts['load_after']}".split()]
-    except (KeyError, ValueError):
+    """A warning when other processes kept the CPUs busy during the run (timings are then inflated)."""
+    others, cpus = facts.get("other_cpus"), facts.get("cpu_count") or 1
+    if others is None or facts.get("device", "cpu").startswith("cuda") or others < 0.25:
         return []
-    cpus = facts.get("cpu_count") or 1
-    if facts.get("device", "cpu").startswith("cuda") or max(loads) < 0.5 * cpus:
-        return []
-    return [f"**Warning: the machine was busy** (load average up to {max(loads):.1f} on {cpus} CPUs around "
-            "this run, from other processes): timings are inflated and noisy, most of all with more than "
-            "one thread, where a thread that loses its core stalls the others at every parallel step.", ""]
+    return [f"**Warning: the machine was busy**: other processes kept {others:.2f} of its {cpus} CPUs busy on "
+            "average during this run, so timings are inflated and noisy, most of all with more than one "
+            "thread (a thread that loses its CPU stalls the others at every parallel step).", ""]
 
 
 def write_markdown(report: BenchReport, command: str, path: str | Path) -> None:

@@ -23,7 +23,7 @@ from ..engine.federation import resolve_device
 from ..engine.models import build_model
 from ..engine.training import TrainConfig, batch_schedule, reference_loss_matrix, train_sequential
 from .flops import forward_flops, train_flops
-from .measure import MemoryProbe, load_average, machine_facts, matmul_peak, timed
+from .measure import MemoryProbe, OtherLoad, load_average, machine_facts, matmul_peak, timed
 from .reference import SequentialEngine
 from .workloads import digits_federation, image_federation
 
@@ -91,6 +91,7 @@ class Measurement:
     repeats: str = ""
     max_rel_difference: float | None = None  # the equality check's worst case (see notes)
     note: str = ""
+    other_cpus: float | None = None  # CPUs other processes kept busy while this row was measured
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -381,24 +382,34 @@ def run_benchmark(opts: BenchOptions, log: Callable[[str], None] = print) -> Ben
     o = suite.opts
     facts = machine_facts(suite.device)
     facts["load_before"] = load_average()
+    others = OtherLoad()
     log(f"benchmark on {facts['device']} ({facts['cpu']}, {facts['threads']} threads, torch {facts['torch']})")
-    rows = [suite.matmul()]
+    rows = []
+
+    def measure(fn, *args, **kwargs):
+        probe = OtherLoad()
+        row = fn(*args, **kwargs)
+        row.other_cpus = probe.cpus()
+        rows.append(row)
+
+    measure(suite.matmul)
     for family in o.families:
         for clients in o.sizes:
-            rows.append(suite.training(family, clients))
+            measure(suite.training, family, clients)
         if family == "cnn" and o.strategy_clients:
             for strategy in ("unfold", "grouped", "loop"):
-                rows.append(suite.training(family, o.strategy_clients, strategy))
+                measure(suite.training, family, o.strategy_clients, strategy)
     if o.loss_clients:
         for k in o.ks:
-            rows.append(suite.loss_matrix("mlp", o.loss_clients, k))
+            measure(suite.loss_matrix, "mlp", o.loss_clients, k)
     if o.round_clients:
-        rows.append(suite.clove_round(o.round_clients))
+        measure(suite.clove_round, o.round_clients)
     if o.big_round_clients:
-        rows.append(suite.clove_round(o.big_round_clients,
-                                      sequential=suite.seq_count("mlp", o.big_round_clients) >= o.big_round_clients))
+        measure(suite.clove_round, o.big_round_clients,
+                sequential=suite.seq_count("mlp", o.big_round_clients) >= o.big_round_clients)
     suite.matmul(rows[0])
     for row in rows[1:]:
         row.peak_share = row.gflops / suite.peak if row.gflops and suite.peak else None
     facts["load_after"] = load_average()
+    facts["other_cpus"] = others.cpus()
     return BenchReport(facts, o, suite.probe.method, suite.peak, rows, time.perf_counter() - began)

@@ -45,6 +45,18 @@ class BatchSchedule:
     def active(self) -> torch.Tensor:
         return self.valid.any(-1)  # [S, P]: does client i take step s?
 
+    def rows(self, lo: int, hi: int) -> "BatchSchedule":
+        """The schedule of clients lo..hi-1 alone: the same batches, without the steps they all skip.
+
+        A client's batches depend only on the seed, the stream and its own id, so this equals
+        `batch_schedule` called for those clients (up to all-padding columns when their largest
+        client is smaller than the batch), without drawing it again per chunk.
+        """
+        valid = self.valid[:, lo:hi]
+        taken = torch.nonzero(valid.flatten(1).any(1))
+        steps = int(taken.max()) + 1 if len(taken) else 0
+        return BatchSchedule(self.idx[:steps, lo:hi], valid[:steps])
+
 
 def batch_schedule(n_train: torch.Tensor, client_ids: torch.Tensor, seed: int, stream: int,
                    cfg: TrainConfig) -> BatchSchedule:
