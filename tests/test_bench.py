@@ -122,6 +122,10 @@ def test_check_models_allows_rounding_and_rare_switches_but_not_errors():
     assert switched == 1 and worst == pytest.approx(1e-2, rel=1e-3)
     with pytest.raises(BenchMismatch):  # every model off: a systematic error
         runner.check_models("far", ref + 1e-3, ref, start)
+    crowd = ref.clone()
+    crowd[:4] += 1e-2  # 4 of 20 models off: more than rounding-level switches explain
+    with pytest.raises(BenchMismatch, match="4 of 20 models beyond"):
+        runner.check_models("crowd", crowd, ref, start)
     far_one = ref.clone()
     far_one[7] += 0.5
     with pytest.raises(BenchMismatch, match="row 7"):

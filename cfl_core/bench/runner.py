@@ -120,18 +120,21 @@ def _rate(flops: float | None, seconds: float | None) -> float | None:
 # compared with how far training moved the model. Rounding differs between any two float
 # implementations; in a network with ReLUs and max-pooling it can also flip a unit that sits
 # within rounding of zero (or a pooling window within rounding of a tie), which sends one
-# sample's gradient another way and moves that client's model by ~1e-3..1e-2 (the CNN shows this
-# for a few clients in a hundred; the MLP stays below 1e-6). So: the median model must agree to
-# BULK_RTOL (a systematic error, such as other minibatches, another learning rate or perturbed
-# start models, moves every model far beyond it) and every model to ALL_RTOL; the worst value and
-# the number of models beyond 1e-3 are reported.
+# sample's gradient another way and moves that client's model by ~1e-3..5e-2 (the CNN shows this
+# for about 1 client in 200; the MLP stays below 1e-6). So three rules: the median model must
+# agree to BULK_RTOL (a systematic error, such as other minibatches, another learning rate or
+# perturbed start models, moves every model far beyond it); at most SWITCH_SHARE of the models
+# may differ by more than 1e-3 (an error in some clients' data or masking shows as a crowd of
+# them); and no model by more than ALL_RTOL. The worst value and the count beyond 1e-3 are reported.
 BULK_RTOL = 1e-4
-ALL_RTOL = 5e-2
+SWITCH_RTOL = 1e-3
+SWITCH_SHARE = 0.05
+ALL_RTOL = 0.2
 
 
 def check_models(name: str, batched: torch.Tensor, reference: torch.Tensor, start: torch.Tensor
                  ) -> tuple[float, int]:
-    """(worst relative difference, models beyond 1e-3); raises BenchMismatch when the rule above fails."""
+    """(worst relative difference, models beyond 1e-3); raises BenchMismatch when a rule above fails."""
     batched, reference, start = batched.detach().cpu(), reference.detach().cpu(), start.detach().cpu()
     if batched.shape != reference.shape:
         raise BenchMismatch(f"{name}: shapes differ, {tuple(batched.shape)} vs {tuple(reference.shape)}")
@@ -141,14 +144,15 @@ def check_models(name: str, batched: torch.Tensor, reference: torch.Tensor, star
     rel = (batched - reference).norm(dim=1) / moved
     rel = torch.where(torch.isnan(rel), torch.full_like(rel, float("inf")), rel)
     median, worst = float(rel.median()), float(rel.max())
-    if median > BULK_RTOL or worst > ALL_RTOL:
+    switched = int((rel > SWITCH_RTOL).sum())
+    if median > BULK_RTOL or worst > ALL_RTOL or switched > SWITCH_SHARE * len(rel):
         i = int(rel.argmax())
         raise BenchMismatch(
             f"{name}: the batched engine and the sequential reference disagree (difference relative to "
-            f"the training step: median {median:.3g} (allowed {BULK_RTOL:g}), worst {worst:.3g} on row {i} "
-            f"(allowed {ALL_RTOL:g}); {int((rel > 1e-3).sum())} of {len(rel)} models beyond 1e-3); "
-            "no ratio is reported")
-    return worst, int((rel > 1e-3).sum())
+            f"the training step: median {median:.3g} (allowed {BULK_RTOL:g}); {switched} of {len(rel)} "
+            f"models beyond {SWITCH_RTOL:g} (allowed {SWITCH_SHARE:.0%}); worst {worst:.3g} on row {i} "
+            f"(allowed {ALL_RTOL:g})); no ratio is reported")
+    return worst, switched
 
 
 def check_close(name: str, batched: torch.Tensor, reference: torch.Tensor, rtol: float = 1e-4,
