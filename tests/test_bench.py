@@ -37,6 +37,7 @@ def quiet(_line):
 
 @pytest.fixture(autouse=True)
 def one_thread():
+    """Some tests here set two threads on purpose; put the suite's one thread back after each."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
+from .dense_grads import dense_cross_entropy_grads
 from .seeding import torch_generator
 
 CROSS_ENTROPY = "cross-entropy"
@@ -45,6 +46,7 @@ class ModelSpec:
 
     name = "model"
     loss_kind = CROSS_ENTROPY
+    dense_layers: tuple[str, ...] = ()  # a dense ReLU stack, in order: gradients by hand (dense_grads.py)
 
     def __init__(self, input_shape: tuple[int, ...], outputs: int):
         self.input_shape = tuple(input_shape)
@@ -101,6 +103,20 @@ class ModelSpec:
         params = dict(module.named_parameters())
         return torch.cat([params[s.name].detach().reshape(-1) for s in self.slots])
 
+    def loss_and_grads(self, p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, valid: torch.Tensor,
+                       accumulate: list[torch.Tensor] | None = None, beta: float = 0.0
+                       ) -> tuple[torch.Tensor, list[torch.Tensor]] | None:
+        """Mean loss per copy over its valid samples and its gradients (slot order), without autograd.
+
+        With `accumulate` (one [C, *shape] tensor per slot) each gradient g is added in place as
+        beta * acc + g and the accumulators are returned. None where this model has no
+        hand-written backward; training then uses autograd.
+        """
+        if self.loss_kind == CROSS_ENTROPY and self.dense_layers:
+            layers = [(p[f"{name}.weight"], p[f"{name}.bias"]) for name in self.dense_layers]
+            return dense_cross_entropy_grads(layers, x, y, valid, accumulate, beta)
+        return None
+
     def activation_floats(self) -> int:
         """Rough count of floats one sample keeps alive in a forward+backward (for chunking)."""
         return 4 * (math.prod(self.input_shape) + self.outputs + self.dim // max(1, self.outputs))
@@ -125,6 +141,7 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) ->
 
 class LogisticRegression(ModelSpec):
     name = "logreg"
+    dense_layers = ("fc",)
 
     def __init__(self, input_shape, outputs):
         super().__init__(input_shape, outputs)
@@ -159,6 +176,7 @@ class LinearRegression(ModelSpec):
 
 class MLP(ModelSpec):
     name = "mlp"
+    dense_layers = ("fc1", "fc2")
 
     def __init__(self, input_shape, outputs, hidden: int = 128):
         super().__init__(input_shape, outputs)

@@ -100,58 +100,98 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class _BatchedOptimizer:
     """SGD (momentum) or Adam over rows of a flat [P, D] tensor, with PyTorch's formulas.
 
-    Works in place on per-parameter views, so no [P, D]-sized temporaries are made
-    when every client takes the step (the common case); rows of clients that have
-    finished their epochs are left untouched. Where one kernel can do two of
-    PyTorch's steps it does (buf = m*buf + g in one pass; p -= lr*buf without a
-    temporary): the same maths, rounded once instead of twice.
+    State lives in one contiguous [P, *shape] tensor per parameter, so a model's
+    hand-written backward can fold the momentum update into its gradient matmul
+    (buf = m*buf + g as one GEMM with beta = m; `fold_momentum`). Updates work in
+    place, so no [P, D]-sized temporaries are made when every client takes the step
+    (the common case); rows of clients that have finished their epochs are left
+    untouched. Where one kernel can do two of PyTorch's steps it does (buf = m*buf + g
+    in one pass; p -= lr*buf without a temporary): the same maths, rounded once
+    instead of twice.
     """
 
     def __init__(self, cfg: TrainConfig, params: torch.Tensor, spec: ModelSpec):
         self.cfg = cfg
         self.spec = spec
-        self.buf = torch.zeros_like(params)
-        self.sq = torch.zeros_like(params) if cfg.optimizer == "adam" else None
-        self.t = torch.zeros(params.shape[0], device=params.device)
+        rows = params.shape[0]
+        self.bufs = [torch.zeros(rows, *s.shape, device=params.device) for s in spec.slots]
+        self.sqs = ([torch.zeros_like(b) for b in self.bufs] if cfg.optimizer == "adam" else None)
+        self.t = torch.zeros(rows, device=params.device)
 
-    def step(self, params: torch.Tensor, grads: list[torch.Tensor], active: torch.Tensor) -> None:
+    def fold_momentum(self, active: torch.Tensor) -> bool:
+        """May this step's gradients be accumulated straight into the momentum buffers?
+
+        Only for plain SGD with momentum when every client steps (a client that sits a step
+        out must keep its buffer as it is)."""
         cfg = self.cfg
+        return cfg.optimizer == "sgd" and bool(cfg.momentum) and not cfg.weight_decay and bool(active.all())
+
+    def step(self, params: torch.Tensor, grads: list[torch.Tensor], active: torch.Tensor,
+             folded: bool = False) -> None:
+        """One update. `folded`: `grads` are the buffers, already holding m*buf + g."""
+        cfg = self.cfg
+        rows = len(params)
         everyone = bool(active.all())
-        on = active.to(params.dtype)
+        mask = active[:, None]
+        on = None if everyone else mask.to(params.dtype)
         if cfg.optimizer == "adam":
-            self.t += on
-        for slot, grad in zip(self.spec.slots, grads):
-            cols = slice(slot.offset, slot.offset + slot.size)
-            p, g, buf = params[:, cols], grad.reshape(len(params), -1), self.buf[:, cols]
+            self.t += active.to(params.dtype)
+        for i, slot in enumerate(self.spec.slots):
+            # 2-D [P, size] views: the flat parameter rows, and this slot's state and gradient
+            p = params[:, slot.offset : slot.offset + slot.size]
+            buf = self.bufs[i].view(rows, -1)
+            if folded:
+                p.add_(buf, alpha=-cfg.lr)
+                continue
+            g = grads[i].reshape(rows, -1)
             if cfg.weight_decay:
                 g = torch.add(g, p, alpha=cfg.weight_decay)
             if not everyone:
-                g = g * on[:, None]
+                g = g * on
             if cfg.optimizer == "sgd":
                 if cfg.momentum:
                     # PyTorch's first step sets buf = grad; buf starts at 0, so m*0 + g is the same.
                     if everyone:
                         torch.add(g, buf, alpha=cfg.momentum, out=buf)
                     else:
-                        buf.copy_(torch.where(active[:, None], cfg.momentum * buf + g, buf))
-                    g = buf if everyone else buf * on[:, None]
+                        buf.copy_(torch.where(mask, cfg.momentum * buf + g, buf))
+                    g = buf if everyone else buf * on
                 p.add_(g, alpha=-cfg.lr)
             else:
-                self._adam(p, g, buf, self.sq[:, cols], active, everyone)
+                self._adam(p, g, buf, self.sqs[i].view(rows, -1), mask, everyone)
 
-    def _adam(self, p, g, m, v, active, everyone):
+    def _adam(self, p, g, m, v, mask, everyone):
         beta1, beta2 = _ADAM_BETAS
         if everyone:
             m.mul_(beta1).add_(g, alpha=1 - beta1)
             v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
         else:
-            m.copy_(torch.where(active[:, None], beta1 * m + (1 - beta1) * g, m))
-            v.copy_(torch.where(active[:, None], beta2 * v + (1 - beta2) * g * g, v))
+            m.copy_(torch.where(mask, beta1 * m + (1 - beta1) * g, m))
+            v.copy_(torch.where(mask, beta2 * v + (1 - beta2) * g * g, v))
         t = self.t.clamp(min=1)[:, None]
         bias1 = 1 - beta1 ** t
         bias2_sqrt = torch.sqrt(1 - beta2 ** t)
         update = (self.cfg.lr / bias1) * m / (v.sqrt() / bias2_sqrt + _ADAM_EPS)
-        p.sub_(update if everyone else update * active[:, None].to(p.dtype))
+        p.sub_(update if everyone else update * mask.to(p.dtype))
+
+
+def _loss_and_grads(spec: ModelSpec, params: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor,
+                    valid: torch.Tensor, opt: _BatchedOptimizer, active: torch.Tensor
+                    ) -> tuple[torch.Tensor, list[torch.Tensor], bool]:
+    """Per-copy mean minibatch loss, its gradients, and whether they were folded into the momentum.
+
+    The model's own backward where it has one (folding the momentum in when the optimiser
+    allows), autograd otherwise."""
+    fold = opt.fold_momentum(active)
+    with torch.no_grad():
+        by_hand = spec.loss_and_grads(spec.views(params), xb, yb, valid,
+                                      accumulate=opt.bufs if fold else None, beta=opt.cfg.momentum)
+    if by_hand is not None:
+        return by_hand[0], by_hand[1], fold
+    # Leaves are views into the flat rows: gradients come per parameter, no flat scatter.
+    leaves = {name: v.detach().requires_grad_(True) for name, v in spec.views(params).items()}
+    client_loss = masked_mean(per_sample_loss(spec.loss_kind, spec.apply(leaves, xb), xb, yb), valid)
+    return client_loss, list(torch.autograd.grad(client_loss.sum(), list(leaves.values()))), False
 
 
 def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients: torch.Tensor,
@@ -183,13 +223,9 @@ def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients
         rows = (first_row + idx[s]).view(-1)
         xb = x_flat.index_select(0, rows).view(len(clients), -1, *fed.input_shape)
         yb = y_flat.index_select(0, rows).view(len(clients), -1)
-        # Leaves are views into the flat rows: gradients come per parameter, no flat scatter.
-        leaves = {name: v.detach().requires_grad_(True) for name, v in spec.views(params).items()}
-        output = spec.apply(leaves, xb)
-        client_loss = masked_mean(per_sample_loss(spec.loss_kind, output, xb, yb), valid[s])
-        grads = torch.autograd.grad(client_loss.sum(), list(leaves.values()))
+        client_loss, grads, folded = _loss_and_grads(spec, params, xb, yb, valid[s], opt, active[s])
         with torch.no_grad():
-            opt.step(params, list(grads), active[s])
+            opt.step(params, grads, active[s], folded)
             loss_sum += client_loss.detach()
     steps_taken = active.sum(0).clamp(min=1)
     return params, loss_sum / steps_taken
