@@ -33,21 +33,15 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from .paths import runs_dir
+from .snapshots import (  # noqa: F401  (pages import the statuses and UnitSpec from here too)
+    FAILED, FINISHED, LIVE, LOCKSTEP, PAUSED, PENDING, QUEUED, RUNNING, SEQUENTIAL, STOPPED, JobSnapshot,
+    UnitSnapshot, UnitSpec,
+)
 
-# job and unit statuses
-QUEUED, RUNNING, PAUSED = "queued", "running", "paused"
-FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
-PENDING = "pending"  # a unit that has not started yet
-INTERRUPTED = "interrupted"  # read from disk: no summary, and no process is running it any more
-ELSEWHERE = "running elsewhere"  # read from disk: no summary yet, and rounds.jsonl is still growing
-LIVE = (QUEUED, RUNNING, PAUSED)
-TERMINAL = (FINISHED, STOPPED, FAILED, INTERRUPTED)
-LOCKSTEP, SEQUENTIAL = "lockstep", "sequential"
 UI_FILE = "ui.json"
 
 MAX_RUNNING_ENV = "CFL_UI_MAX_JOBS"
@@ -80,104 +74,6 @@ def readable(exc: BaseException) -> str:
         return str(exc)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-@dataclass(frozen=True)
-class UnitSpec:
-    """One experiment of a job. `name` is its folder inside the job ("" for a single run)."""
-
-    name: str
-    config: object  # cfl_core.config.ExperimentConfig
-    label: str = ""
-    tags: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class UnitSnapshot:
-    ref: str  # JOB or JOB/UNIT: what the URL carries
-    name: str
-    label: str
-    tags: dict
-    config: dict
-    status: str
-    records: tuple
-    total_rounds: int
-    summary: dict | None
-    meta: dict
-    error: str | None
-    traceback: str | None
-    folder: str | None
-
-    @property
-    def rounds_done(self) -> int:
-        return len(self.records)
-
-    @property
-    def algorithm(self) -> str:
-        return self.config.get("algorithm", "?")
-
-    @property
-    def live(self) -> bool:
-        return self.status in LIVE or self.status in (PENDING, ELSEWHERE)
-
-
-@dataclass(frozen=True)
-class JobSnapshot:
-    id: str
-    kind: str
-    title: str
-    status: str
-    schedule: str
-    units: tuple
-    queue_position: int | None
-    error: str | None
-    traceback: str | None
-    created: float
-    started: float | None
-    ended: float | None
-    version: int
-    from_disk: bool = False
-    owner: str = ""
-
-    @property
-    def live(self) -> bool:
-        return self.status in LIVE or self.status == ELSEWHERE
-
-    @property
-    def rounds_done(self) -> int:
-        return sum(u.rounds_done for u in self.units)
-
-    @property
-    def rounds_total(self) -> int:
-        return sum(u.total_rounds for u in self.units)
-
-    @property
-    def progress(self) -> float:
-        total = self.rounds_total
-        return min(1.0, self.rounds_done / total) if total else 0.0
-
-    @property
-    def elapsed(self) -> float:
-        if self.started is None:
-            return 0.0
-        return (self.ended or time.time()) - self.started
-
-    @property
-    def device(self) -> str | None:
-        for u in self.units:
-            if u.meta.get("device"):
-                name = u.meta.get("device_name")
-                dev = u.meta["device"]
-                return f"{dev} ({name})" if name and name not in (dev, "") else dev
-        return None
-
-    def unit(self, name: str | None) -> UnitSnapshot | None:
-        if name is None:
-            return self.units[0] if len(self.units) == 1 else None
-        return next((u for u in self.units if u.name == name), None)
-
-    def unit_counts(self) -> collections.Counter:
-        return collections.Counter(u.status for u in self.units)
 
 
 class Scheduler:

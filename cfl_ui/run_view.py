@@ -16,7 +16,7 @@ import streamlit as st
 from . import figures as F
 from .algorithm_views import embedding_views, extra_views
 from .embedding import PCA, UMAP, loss_embedding
-from .jobs import ELSEWHERE, FAILED, FINISHED, INTERRUPTED, LIVE, PAUSED, QUEUED, RUNNING, STOPPED
+from .snapshots import ELSEWHERE, FAILED, FINISHED, INTERRUPTED, LIVE, PAUSED, QUEUED, RUNNING, STOPPED
 from .palette import algorithm_color
 from .store import metrics_csv
 

@@ -18,8 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .jobs import (ELSEWHERE, FAILED, FINISHED, INTERRUPTED, LIVE, PENDING, STOPPED, UI_FILE, JobSnapshot,
-                   UnitSnapshot)
+from .jobs import UI_FILE
+from .snapshots import (ELSEWHERE, FAILED, FINISHED, INTERRUPTED, LIVE, PENDING, STOPPED, JobSnapshot,
+                        UnitSnapshot)
 from .paths import parse_ref
 
 STILL_WRITING_SECONDS = 45.0  # an unfinished run whose rounds.jsonl changed this recently is still running

@@ -21,16 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cfl_core.cli.run_cmd import add_experiment_flags, config_from_args  # noqa: E402
 from cfl_core.compare import run_comparison  # noqa: E402
 
-METRICS = [("final_accuracy", "final accuracy", 100.0), ("final_ari", "final ARI", 1.0)]
-
-
-def mean_std(values: list[float], scale: float) -> str:
+def mean_std(values: list[float], scale: float, digits: int = 2) -> str:
     values = [v * scale for v in values if v is not None]
     if not values:
         return "-"
     if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
 def main(argv=None) -> int:
@@ -45,8 +42,9 @@ def main(argv=None) -> int:
     algorithms = args.algorithms.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     cluster_override = dict(item.split("=") for item in args.clusters_for)
-    lines = ["| partition | algorithm | final accuracy (%) | final ARI | rounds to ARI>=0.9 (median) |",
-             "|---|---|---|---|---|"]
+    lines = ["| partition | algorithm | final accuracy (%) | final test loss | final ARI | ARI = 1 | "
+             "rounds to ARI>=0.9 (median) |",
+             "|---|---|---|---|---|---|---|"]
     started = time.perf_counter()
     for partition in args.partitions.split(","):
         per_algo: dict[str, list[dict]] = {a: [] for a in algorithms}
@@ -63,8 +61,10 @@ def main(argv=None) -> int:
         for name, summaries in per_algo.items():
             firsts = [s["first_round_ari_0_9"] for s in summaries if s["first_round_ari_0_9"] is not None]
             first = f"{statistics.median(firsts):g} ({len(firsts)}/{len(summaries)} reach it)" if firsts else "never"
+            perfect = sum(1 for s in summaries if s["final_ari"] is not None and s["final_ari"] > 1 - 1e-9)
             lines.append(f"| {partition} | {name} | {mean_std([s['final_accuracy'] for s in summaries], 100)} | "
-                         f"{mean_std([s['final_ari'] for s in summaries], 1)} | {first} |")
+                         f"{mean_std([s['final_loss'] for s in summaries], 1, digits=4)} | "
+                         f"{mean_std([s['final_ari'] for s in summaries], 1)} | {perfect}/{len(summaries)} | {first} |")
     table = "\n".join(lines) + "\n"
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "table.md").write_text(table, encoding="utf-8")

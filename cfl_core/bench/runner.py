@@ -364,7 +364,7 @@ class Suite:
                 f"{mem[1]:.0f} MB; GFLOP/s counts the loss matrix and training")
         if not sequential:
             note += "; loop not run"
-        return self._finish(f"clove round mlp (digits)", clients, k, tb, ts, 1.0, flops, mem, note, worst)
+        return self._finish("clove round mlp (digits)", clients, k, tb, ts, 1.0, flops, mem, note, worst)
 
 
 def _instrument(engine: Engine, parts: dict, device) -> None:
