@@ -11,6 +11,7 @@ from cfl_core.config import ExperimentConfig
 from cfl_core.errors import ConfigError
 from cfl_core.experiment import Experiment
 from cfl_ui import jobs as J
+from cfl_ui import snapshots as S
 from cfl_ui.paths import new_job_id, parse_ref, ref_folder
 from cfl_ui.store import delete_job, job_owner, list_rows, load_job, metrics_csv
 
@@ -197,7 +198,7 @@ def test_a_run_whose_process_died_reopens_read_only_as_interrupted(manager):
     old = time.time() - 3600
     os.utime(folder / "rounds.jsonl", (old, old))
     snap = J.JobManager(manager.root).snapshot(job.id)
-    assert snap.status == J.INTERRUPTED and snap.units[0].status == J.INTERRUPTED
+    assert snap.status == S.INTERRUPTED and snap.units[0].status == S.INTERRUPTED
     assert snap.units[0].rounds_done == 4 and not snap.live
 
 
