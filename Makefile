@@ -17,7 +17,7 @@ $(STAMP): requirements.txt requirements-test.txt
 install: $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m streamlit run app.py --server.port $(PORT)
+	$(PY) -m cfl_ui.serve --server.port $(PORT)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
