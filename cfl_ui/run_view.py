@@ -83,6 +83,14 @@ def _fmt_pct(v):
     return "—" if v is None else f"{v:.1%}"
 
 
+PERCENT = "%.1f%%"  # table format for `pct` values: Streamlit's own "percent" drops trailing zeros (91% beside 90.17%)
+
+
+def pct(v):
+    """A 0-1 share as a percentage, for a table column formatted with PERCENT."""
+    return None if v is None else 100.0 * v
+
+
 def _first_ari(records, target=0.9):
     return next((r.round for r in records if r.ari is not None and r.ari >= target), None)
 

@@ -102,9 +102,12 @@ def render(snap):
     rows = V.summary_rows(units)
     for row, u in zip(rows, units):
         row["open"] = V.app_url({"run": u.ref})
-    st.dataframe(rows, hide_index=True, width="stretch", column_config={
-        "final accuracy": st.column_config.ProgressColumn("final accuracy", format="percent", min_value=0, max_value=1),
-        "best accuracy": st.column_config.NumberColumn("best accuracy", format="percent"),
+    shown = [{**row, "final accuracy": V.pct(row["final accuracy"]), "best accuracy": V.pct(row["best accuracy"])}
+             for row in rows]
+    st.dataframe(shown, hide_index=True, width="stretch", column_config={
+        "final accuracy": st.column_config.ProgressColumn("final accuracy", format=V.PERCENT, min_value=0,
+                                                          max_value=100),
+        "best accuracy": st.column_config.NumberColumn("best accuracy", format=V.PERCENT),
         "final ARI": st.column_config.NumberColumn("final ARI", format="%.3f"),
         "open": st.column_config.LinkColumn("open", display_text="in Playground ↗",
                                             help="This algorithm's run with every Playground chart"),

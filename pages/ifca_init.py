@@ -212,13 +212,13 @@ def render(snap):
     for r in sorted(rows, key=lambda r: (r["seed"], modes.index(r["init"]) if r["init"] in modes else 9,
                                          algos.index(r["algorithm"]) if r["algorithm"] in algos else 9)):
         table.append({"seed": r["seed"], "init": r["init"], "algorithm": labels.get(r["algorithm"], r["algorithm"]),
-                      "final ARI": r["final_ari"], "final accuracy": r["final_accuracy"],
+                      "final ARI": r["final_ari"], "final accuracy": V.pct(r["final_accuracy"]),
                       "ARI≥0.9 at round": V._round_text(r["first_ari_0_9"], r["status"]) if r["final_ari"] is not None
                       else "", "status": r["status"],
                       "open": V.app_url({"run": r["ref"]}) if r["status"] != "pending" else None})
     st.dataframe(table, hide_index=True, width="stretch", height=min(420, 36 * (len(table) + 1)), column_config={
         "final ARI": st.column_config.NumberColumn(format="%.3f"),
-        "final accuracy": st.column_config.NumberColumn(format="percent"),
+        "final accuracy": st.column_config.NumberColumn(format=V.PERCENT),
         "open": st.column_config.LinkColumn("open", display_text="in Playground ↗",
                                             help="This seed's run with every Playground chart"),
     })

@@ -55,11 +55,11 @@ if not rows:
 table = [{
     "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)), "from": KINDS.get(r.kind, r.kind),
     "run": r.title, "algorithm": r.algorithm, "data": f"{r.dataset} / {r.partition}", "status": r.status,
-    "rounds": r.rounds, "final accuracy": r.final_accuracy, "final ARI": r.final_ari, "id": r.ref,
+    "rounds": r.rounds, "final accuracy": V.pct(r.final_accuracy), "final ARI": r.final_ari, "id": r.ref,
 } for r in shown]
 event = st.dataframe(table, hide_index=True, width="stretch", height=min(360, 36 * (len(table) + 1)),
                      on_select="rerun", selection_mode="single-row", key=f"{P}.table", column_config={
-                         "final accuracy": st.column_config.NumberColumn(format="percent"),
+                         "final accuracy": st.column_config.NumberColumn(format=V.PERCENT),
                          "final ARI": st.column_config.NumberColumn(format="%.3f"),
                          "id": st.column_config.TextColumn("id", width="small"),
                      })
