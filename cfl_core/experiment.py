@@ -202,6 +202,7 @@ class Experiment:
             true_clusters=self.true_clusters.tolist(),
             loss=float(evaluation.loss.mean()) if len(placed) else None,
             train_loss=float(outcome.train_loss.nanmean()) if outcome.train_loss is not None and len(outcome.train_loss) else None,
+            evaluated=int(len(placed)),
             extras=all_extras,
         )
 

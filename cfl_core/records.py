@@ -37,7 +37,7 @@ class RoundRecord:
     round: int
     phase: str
     participants: list[int]
-    assignments: list[int]  # model index per client; -1 = not placed yet (not joined)
+    assignments: list[int]  # model index per client; -1 = no model yet (not joined, or never taken part)
     loss_matrix: list[list[float]] | None  # rows follow `participants`; None when not computed
     client_accuracy: list[float | None]  # per client on its model; None where it has none
     client_loss: list[float | None]
@@ -52,6 +52,9 @@ class RoundRecord:
     true_clusters: list[int] = field(default_factory=list)  # can change under distribution shift
     loss: float | None = None  # mean test loss over clients
     train_loss: float | None = None  # mean local training loss of participants
+    # clients with a model this round: accuracy, loss, ARI and NMI are over these (under partial
+    # participation, CLoVE and IFCA have no model yet for a client that has never taken part)
+    evaluated: int | None = None
     extras: dict[str, Any] = field(default_factory=dict)  # algorithm-specific (norms, EDC features, ...)
 
     def to_json(self) -> str:

@@ -85,7 +85,8 @@ def test_clove_stops_clustering_once_stable_and_the_records_show_the_saving():
 
 
 def test_same_config_and_seed_give_identical_records(tmp_path):
-    cfg = ExperimentConfig(partition="feature-skew", algorithm="clove", models=4, rounds=6, seed=3, participation=0.7)
+    cfg = ExperimentConfig(partition="feature-skew", algorithm="clove", models=4, rounds=6, seed=3, participation=0.7,
+                           device="cpu")  # the promise is for CPU; a GPU may reorder float sums
     for name in ("a", "b"):
         Experiment(cfg, out_dir=tmp_path / name).run()
     strip = lambda line: {k: v for k, v in __import__("json").loads(line).items() if k != "seconds"}
@@ -119,3 +120,21 @@ def test_newcomers_join_clove_after_it_froze_by_nearest_centre():
     assert records[11].phase == "stable"
     assert all(records[12].assignments[c] >= 0 for c in joined)
     assert records[12].ari == 1.0  # placed with their true cluster's model
+
+
+def test_clove_places_a_client_that_first_takes_part_after_the_freeze(tmp_path):
+    # one stable round freezes CLoVE early; at 20% participation most clients have not taken part by
+    # then and must be placed (nearest centre) when they first do, not trained on model -1
+    cfg = ExperimentConfig(algorithm="clove", models=4, participation=0.2, rounds=12, seed=1,
+                           options={"stable_rounds": 1}, device="cpu")
+    exp = Experiment(cfg, out_dir=tmp_path / "run")
+    records = list(exp)
+    assert len(records) == 12
+    frozen = [r for r in records if r.phase == "stable"]
+    assert frozen, "the run never froze: the test lost its point"
+    placed_late = [c for r in frozen for c in r.extras.get("placed_after_freeze", [])]
+    assert placed_late
+    for r in records:
+        assert all(r.assignments[c] >= 0 for c in r.participants)
+        assert r.evaluated == sum(1 for a in r.assignments if a >= 0)
+    assert records[-1].evaluated > records[0].evaluated

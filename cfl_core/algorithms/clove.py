@@ -138,8 +138,16 @@ class Clove(Algorithm):
     def run_round(self, round_index, participants):
         k_hat = self.models.shape[0]
         losses, extras = None, {}
+        placed_down = placed_up = 0
         if self.frozen:
             phase = "stable"
+            unplaced = participants[self.assign[participants] < 0]
+            if len(unplaced):
+                # under partial participation a client may first take part after the freeze:
+                # it is placed like a newcomer (nearest cluster centre of its loss vector)
+                self.place_newcomers(unplaced, round_index)
+                placed_down, placed_up = len(unplaced) * k_hat * self.model_bytes, len(unplaced) * k_hat * 4
+                extras["placed_after_freeze"] = unplaced.tolist()
             new = self.assign[participants]
         elif round_index == 0 and self.opts.first_assignment == "random":
             phase = "init"
@@ -160,8 +168,8 @@ class Clove(Algorithm):
             self.models, participants, self.assign[participants], round_index)
         per_client_down = (k_hat if losses is not None else 1) * self.model_bytes
         per_client_up = self.model_bytes + (k_hat * 4 if losses is not None else 0)
-        return RoundOutcome(phase, losses, len(participants) * per_client_down,
-                            len(participants) * per_client_up, train_loss, extras)
+        return RoundOutcome(phase, losses, len(participants) * per_client_down + placed_down,
+                            len(participants) * per_client_up + placed_up, train_loss, extras)
 
     def place_newcomers(self, clients, round_index):
         """Nearest cluster centre of the newcomer's loss vector (lowest loss before any clustering)."""
