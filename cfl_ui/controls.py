@@ -272,6 +272,14 @@ def share_link(params: dict) -> str:
     return qp.link(base or "http://localhost:8501/", params)
 
 
+def link_box(params: dict, note: str = "") -> None:
+    """The sidebar's "Link to this page": the page's whole state as a URL, with a copy button."""
+    with st.sidebar, st.expander("Link to this page", icon=":material/link:", expanded=False):
+        if note:
+            st.caption(note)
+        st.code(share_link(params), language=None, wrap_lines=True)
+
+
 # -- widgets ---------------------------------------------------------------------------------
 @dataclass
 class Panel:

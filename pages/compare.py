@@ -178,6 +178,4 @@ else:
             icon=":material/play_circle:")
 
 params = C.write_url(P, C.values(P), {"run": ref if snap is not None else None, "algos": chosen()})
-with st.sidebar:
-    with st.expander("Link to this page", icon=":material/link:"):
-        st.code(C.share_link(params), language=None, wrap_lines=True)
+C.link_box(params, "The link holds every setting and the run.")

@@ -246,6 +246,4 @@ else:
 
 params = C.write_url(P, C.values(P), {"run": ref if snap is not None else None, "algos": chosen_algos(),
                                       "modes": chosen_modes(), "seeds": st.session_state.get(SEEDS_KEY)})
-with st.sidebar:
-    with st.expander("Link to this page", icon=":material/link:"):
-        st.code(C.share_link(params), language=None, wrap_lines=True)
+C.link_box(params, "The link holds every setting and the run.")

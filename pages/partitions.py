@@ -106,4 +106,4 @@ else:
                  query_params={k: str(v) if v is not None else "none" for k, v in values.items()
                                if k in PARTITION_KEYS})
 
-C.write_url(P, values)
+C.link_box(C.write_url(P, values), "The link holds every setting: opening it shows this same partition.")

@@ -250,8 +250,5 @@ else:
 current = C.values(P)
 params = C.write_url(P, current, {"run": ref if snap is not None else None,
                                   "vs": vs_choice() if vs_choice() != NONE else None})
-with st.sidebar:
-    with st.expander("Link to this page", icon=":material/link:", expanded=False):
-        st.caption("The link holds every setting (and the run): opening it reproduces the same run. "
+C.link_box(params, "The link holds every setting (and the run): opening it reproduces the same run. "
                    "Copy it with the button at the right of the box.")
-        st.code(C.share_link(params), language=None, wrap_lines=True)

@@ -290,6 +290,9 @@ def test_ifca_initialisation_page(runs):
 def test_partitions_page(runs):
     at = ok(app("pages/partitions.py"))
     assert charts(at) == 4  # classes per cluster, sizes, labels per client, sample images
+    assert any(e.label == "Link to this page" for e in at.sidebar.expander)
+    link = next(c.value for c in at.code if c.value.startswith("http"))
+    assert "partition=" in link and "dataset=" in link  # the link carries the page's settings
     at.selectbox(key="part.preset").set_value("Label swaps (concept shift)")
     ok(at.run())
     assert at.selectbox(key="part.partition").value == "concept-shift"
