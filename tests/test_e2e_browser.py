@@ -14,13 +14,16 @@ from cfl_ui.presets import SIGNATURE_PRESET
 
 
 @pytest.mark.slow
-def test_signature_preset_runs_in_the_browser(tmp_path):
+@pytest.mark.parametrize("launcher", ["make-run", "streamlit-run"])
+def test_signature_preset_runs_in_the_browser(tmp_path, launcher):
+    # make-run: `python -m cfl_ui.serve` (libraries preloaded); streamlit-run: plain `streamlit run app.py`
     if B.chromium_path() is None:
         pytest.fail(B.MISSING_BROWSER.format(path=B.CHROMIUM))
     from playwright.sync_api import sync_playwright
 
     runs = tmp_path / "runs"
-    with B.streamlit_server(runs, log_path=str(tmp_path / "streamlit.log")) as url, sync_playwright() as p:
+    with B.streamlit_server(runs, log_path=str(tmp_path / "streamlit.log"), preload=launcher == "make-run") as url, \
+            sync_playwright() as p:
         browser = B.launch(p)
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1200})
