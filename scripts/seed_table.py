@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     seeds = [int(s) for s in args.seeds.split(",")]
     cluster_override = dict(item.split("=") for item in args.clusters_for)
     lines = ["| partition | algorithm | final accuracy (%) | final test loss | final ARI | ARI = 1 | "
-             "rounds to ARI>=0.9 (median) |",
+             "first round with ARI>=0.9 (median, rounds count from 0) |",
              "|---|---|---|---|---|---|---|"]
     started = time.perf_counter()
     for partition in args.partitions.split(","):
