@@ -21,8 +21,14 @@ TABLE_COLUMNS = [
 ]
 
 
-def comparison_configs(base: ExperimentConfig, algorithms: list[str]) -> list[ExperimentConfig]:
-    """One config per algorithm; K-hat defaults to the true cluster count where an algorithm needs one."""
+def comparison_configs(base: ExperimentConfig, algorithms: list[str],
+                       options: dict[str, dict] | None = None) -> list[ExperimentConfig]:
+    """One config per algorithm; K-hat defaults to the true cluster count where an algorithm needs one.
+
+    `options` (algorithm -> its options) gives each algorithm settings of its own; an algorithm
+    not in it gets those of `base.options` it knows (the CLI's `--option` applies to every
+    algorithm that has that option, e.g. FlexCFL's and FedGroup's shared cold start).
+    """
     from .algorithms import ALGORITHMS
 
     if len(set(algorithms)) != len(algorithms):
@@ -33,9 +39,12 @@ def comparison_configs(base: ExperimentConfig, algorithms: list[str]) -> list[Ex
             raise ConfigError("algorithms", name, f"names from {sorted(ALGORITHMS)}")
         models = base.models if base.models is not None else (base.clusters if ALGORITHMS[name].needs_models else None)
         # Options are per algorithm: keep only those the algorithm knows.
-        known = {f for f in ALGORITHMS[name].Options.__dataclass_fields__}
-        options = {k: v for k, v in base.options.items() if k in known}
-        cfg = base.replace(algorithm=name, models=models, options=options)
+        if options is not None and name in options:
+            own = dict(options[name])
+        else:
+            known = {f for f in ALGORITHMS[name].Options.__dataclass_fields__}
+            own = {k: v for k, v in base.options.items() if k in known}
+        cfg = base.replace(algorithm=name, models=models, options=own)
         cfg.validate()
         configs.append(cfg)
     return configs

@@ -132,6 +132,13 @@ class ExperimentConfig:
             raise ConfigError("unsupervised", self.unsupervised, "true only for image data sets (the autoencoder)")
         if self.unsupervised and self.dataset == "synthetic-linear":
             raise ConfigError("unsupervised", self.unsupervised, "false for synthetic-linear")
+        # the autoencoder is the unsupervised model and only that: a classifier would read the labels
+        if self.unsupervised and self.model not in (None, "autoencoder"):
+            raise ConfigError("model", self.model, "autoencoder (or empty) when unsupervised is true: "
+                                                   "other models train on the labels")
+        if not self.unsupervised and self.model == "autoencoder":
+            raise ConfigError("model", self.model, "a supervised model when unsupervised is false "
+                                                   "(set unsupervised to true for the autoencoder)")
         validate_dynamics(self)
         ALGORITHMS[self.algorithm].validate_config(self)
 

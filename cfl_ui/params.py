@@ -16,7 +16,7 @@ import types
 import typing
 from urllib.parse import urlencode
 
-PAGE_KEYS = ("run", "vs", "algos", "seeds", "modes", "view")  # page state beside the config
+PAGE_KEYS = ("run", "vs", "algos", "algo_options", "seeds", "modes", "view")  # page state beside the config
 
 
 def _field_types() -> dict[str, typing.Any]:

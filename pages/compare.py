@@ -1,4 +1,6 @@
 """Compare: several algorithms on the identical federation, from identical initial models, curves overlaid."""
+import json
+
 import streamlit as st
 
 from cfl_core.algorithms import ALGORITHMS
@@ -25,22 +27,41 @@ def chosen() -> list:
 
 
 def options_for(algorithms: list) -> dict:
-    """Options set in this page's option expanders (only values that differ from the defaults)."""
+    """Each algorithm's options from its own expander (only values that differ from the defaults)."""
     out = {}
     for algo in algorithms:
+        out[algo] = {}
         for name, _hint, default in C._option_fields(algo):
             value = st.session_state.get(C.key(P, f"opt.{algo}.{name}"), default)
             if value != default:
-                out[name] = value
+                out[algo][name] = value
     return out
+
+
+def apply_algo_options(text: str) -> None:
+    """Put a link's per-algorithm options ({"flexcfl": {"measure": "madc"}, ...}) into the option expanders."""
+    try:
+        given = json.loads(text)
+    except json.JSONDecodeError:
+        given = None
+    if not isinstance(given, dict):
+        notes = st.session_state.get(C.key(P, "_notes")) or []
+        st.session_state[C.key(P, "_notes")] = notes + [f"algo_options={text!r} in the link was ignored (not a JSON object)"]
+        return
+    for algo, opts in given.items():
+        fields = {name for name, _hint, _default in C._option_fields(algo)} if algo in ALGORITHMS else set()
+        for name, value in (opts.items() if isinstance(opts, dict) else ()):
+            if name in fields:
+                st.session_state[C.key(P, f"opt.{algo}.{name}")] = value
 
 
 def build_configs(values: dict) -> list:
     algos = chosen()
     if len(algos) < 2:
         raise ConfigError("algorithms", ",".join(algos) or "(none)", "at least two algorithms to compare")
-    base = ExperimentConfig.from_dict({**values, "algorithm": algos[0], "options": options_for(algos)})
-    return comparison_configs(base, algos)
+    own = options_for(algos)
+    base = ExperimentConfig.from_dict({**values, "algorithm": algos[0], "options": own[algos[0]]})
+    return comparison_configs(base, algos, own)
 
 
 def build_units(values: dict):
@@ -54,6 +75,8 @@ panel = C.Panel(P)
 extra = C.sync_from_url(P, load_run_config=lambda ref: dict(S.snapshot(ref).units[0].config) if S.snapshot(ref) else None)
 if extra is not None and extra.get("algos"):
     st.session_state[ALGOS_KEY] = [a for a in Q.split_list(extra["algos"]) if a in ALGORITHMS]
+if extra is not None and extra.get("algo_options"):
+    apply_algo_options(extra["algo_options"])
 if extra is not None and extra.get("run"):
     snap0 = S.snapshot(extra["run"])
     if snap0 is not None and not extra.get("algos"):
@@ -177,5 +200,7 @@ else:
             "the same clients and the same initial models, so differences come from the algorithms alone.",
             icon=":material/play_circle:")
 
-params = C.write_url(P, C.values(P), {"run": ref if snap is not None else None, "algos": chosen()})
+own = {algo: opts for algo, opts in options_for(chosen()).items() if opts}
+params = C.write_url(P, C.values(P), {"run": ref if snap is not None else None, "algos": chosen(),
+                                      "algo_options": json.dumps(own, sort_keys=True) if own else None})
 C.link_box(params, "The link holds every setting and the run.")

@@ -142,3 +142,17 @@ def test_cli_compare_runs_every_algorithm_on_identical_clients(tmp_path, capsys)
     parts = {json.dumps(r.partition, sort_keys=True) for r in runs.values()}
     assert len(parts) == 1
     assert runs["ifca"].config["models"] == 2  # K-hat defaults to the true cluster count
+
+
+def test_comparison_gives_each_algorithm_its_own_options():
+    from cfl_core.compare import comparison_configs
+
+    base = ExperimentConfig(algorithm="flexcfl", options={"eta_g": 0.1})
+    shared = comparison_configs(base, ["flexcfl", "fedgroup", "fedavg"])
+    assert [c.options for c in shared] == [{"eta_g": 0.1}, {"eta_g": 0.1}, {}]  # CLI: to every algorithm that has it
+    own = comparison_configs(base, ["flexcfl", "fedgroup"], {"flexcfl": {"measure": "madc"}, "fedgroup": {}})
+    assert [c.options for c in own] == [{"measure": "madc"}, {}]
+    # options another algorithm would reject no longer reach it
+    mixed = comparison_configs(base.replace(options={}), ["clove", "fesem"],
+                               {"clove": {"first_assignment": "evaluation"}, "fesem": {}})
+    assert mixed[0].options == {"first_assignment": "evaluation"} and mixed[1].options == {}

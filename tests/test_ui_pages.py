@@ -332,3 +332,20 @@ def test_runs_page_lists_reopens_exports_and_deletes(runs):
     assert not (runs / "cli-run").exists() and (runs / hidden.id).exists()
     summary = json.loads((runs / hidden.id / "summary.json").read_text())
     assert summary["status"] == "finished"
+
+
+def test_compare_page_keeps_each_algorithms_own_options(runs):
+    import json
+
+    at = ok(app("pages/compare.py"))
+    at.multiselect(key="cmp.algos").set_value(["flexcfl", "fedgroup"])
+    ok(at.run())
+    at.selectbox(key="cmp.opt.flexcfl.measure").set_value("madc")
+    ok(at.run())
+    assert at.selectbox(key="cmp.opt.fedgroup.measure").value == "edc"  # FedGroup keeps its own setting
+    assert json.loads(at.query_params["algo_options"]) == {"flexcfl": {"measure": "madc"}}
+    # the link brings each algorithm's options back to its own expander
+    again = ok(app("pages/compare.py", {"algos": "flexcfl,fedgroup",
+                                        "algo_options": json.dumps({"fedgroup": {"measure": "madc"}})}))
+    assert again.selectbox(key="cmp.opt.fedgroup.measure").value == "madc"
+    assert again.selectbox(key="cmp.opt.flexcfl.measure").value == "edc"

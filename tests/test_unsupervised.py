@@ -60,3 +60,15 @@ def test_labels_are_never_read_by_the_autoencoder():
 def test_unsupervised_needs_image_data():
     with pytest.raises(ConfigError, match="unsupervised"):
         ExperimentConfig(dataset="synthetic-blobs", partition="label-skew-3", unsupervised=True).validate()
+
+
+def test_unsupervised_runs_only_with_the_autoencoder():
+    from cfl_core.config import ExperimentConfig
+    from cfl_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="model=.mlp. is not allowed: autoencoder"):
+        ExperimentConfig(unsupervised=True, model="mlp").validate()
+    with pytest.raises(ConfigError, match="set unsupervised to true"):
+        ExperimentConfig(unsupervised=False, model="autoencoder").validate()
+    ExperimentConfig(unsupervised=True, model="autoencoder", models=4).validate()
+    ExperimentConfig(unsupervised=True, models=4).validate()

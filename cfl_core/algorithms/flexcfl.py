@@ -39,7 +39,9 @@ distance between the two label distributions over label positions:
 v_weights=new_counts)`. Distinct labels are at least 1 apart, so this distance
 is never below the share of the data whose label would have to change: with the
 default threshold 0.2 (the paper's 20% of the data) any change of more than 20%
-of a client's label mix is detected. The authors' code instead passes the two
+of a client's label mix is detected (and, as distances grow with label positions, a
+smaller move between distant labels can pass it too: 10% of the data moving from
+label 0 to label 9 measures 0.9). The authors' code instead passes the two
 count vectors as if they were samples, which compares sorted counts: a client
 that swaps all its 3s for 7s keeps the same sorted counts and is never
 migrated. Unsupervised runs use no labels, so there is no migration there.
