@@ -1,8 +1,11 @@
 """Where runs live, how jobs are named, and how a run is referred to in a URL.
 
 A run reference is `JOB` (a single run, or a whole batch) or `JOB/UNIT` (one run
-of a batch). Job ids end in 64 random bits so nobody can guess another
-session's run from the URL of their own.
+of a batch), where JOB may itself hold "/" for runs saved deeper under the runs
+folder by the CLI (`compare --out runs/X` -> `X/fedavg`; `scripts/seed_table.py`
+-> `readme/digits-core/iid/seed0/clove`): at most MAX_PARTS parts in all, the
+last one being the unit. Dashboard job ids end in 64 random bits so nobody can
+guess another session's run from the URL of their own.
 """
 from __future__ import annotations
 
@@ -14,7 +17,9 @@ from pathlib import Path
 
 RUNS_ENV = "CFL_RUNS_DIR"
 _PART = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,120}"
-REF_RE = re.compile(rf"^({_PART})(?:/({_PART}))?$")
+MAX_PARTS = 8
+PART_RE = re.compile(rf"^{_PART}$")
+REF_RE = re.compile(rf"^{_PART}(?:/{_PART}){{0,{MAX_PARTS - 1}}}$")
 
 
 def runs_dir() -> Path:
@@ -32,24 +37,32 @@ def new_job_id(label: str) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{slug(label)}-{secrets.token_hex(8)}"
 
 
+def valid_part(name: str) -> bool:
+    """One folder name a reference may carry (no "..", no separators, no leading dot)."""
+    return bool(PART_RE.match(name)) and ".." not in name
+
+
 def parse_ref(ref: str | None) -> tuple[str, str | None] | None:
-    """(job id, unit name or None) for a well-formed reference, else None (never a path escape)."""
+    """(job id, unit name or None) for a well-formed reference, else None (never a path escape).
+
+    Purely syntactic: "JOB" -> (JOB, None); "A/B/.../UNIT" -> ("A/B/...", UNIT)."""
     if not ref or not isinstance(ref, str):
         return None
-    m = REF_RE.match(ref.strip())
-    if not m or ".." in ref:
+    ref = ref.strip()
+    if not REF_RE.match(ref) or ".." in ref:
         return None
-    return m.group(1), m.group(2)
+    job, _, unit = ref.rpartition("/")
+    return (job, unit) if job else (unit, None)
 
 
 def ref_folder(root: Path, ref: str) -> Path | None:
+    """The folder a reference names, strictly inside root (None for a bad reference or an escape)."""
     parsed = parse_ref(ref)
     if parsed is None:
         return None
-    job, unit = parsed
-    folder = (root / job / unit) if unit else (root / job)
+    folder = Path(root) / ref.strip()
     try:
-        folder.resolve().relative_to(root.resolve())
-    except ValueError:
+        inside = folder.resolve().relative_to(Path(root).resolve())
+    except (ValueError, OSError):
         return None
-    return folder
+    return folder if inside.parts else None

@@ -4,7 +4,12 @@ A job folder written by the dashboard holds `ui.json` (owner, kind, units,
 errors) beside the core's files; a single run's core files are in the job
 folder itself, a batch's in one sub-folder per unit. Folders without
 `ui.json` are runs started elsewhere (the CLI): they belong to nobody and
-everyone sees them. Reading never unpickles and never changes a folder.
+everyone sees them. The CLI writes them at any depth under the runs folder:
+a run folder holds `config.json` (`python -m cfl_core run --out runs/X`); a
+CLI batch is a folder with neither file whose child folders include run
+folders (`compare --out runs/X` -> X/<algorithm>/, `scripts/seed_table.py` ->
+<out>/<partition>/seed<N>/<algorithm>/); any other folder only groups others.
+Reading never unpickles and never changes a folder.
 """
 from __future__ import annotations
 
@@ -21,9 +26,11 @@ from pathlib import Path
 from .jobs import UI_FILE
 from .snapshots import (ELSEWHERE, FAILED, FINISHED, INTERRUPTED, LIVE, PENDING, STOPPED, JobSnapshot,
                         UnitSnapshot)
-from .paths import parse_ref
+from .paths import parse_ref, valid_part
 
 STILL_WRITING_SECONDS = 45.0  # an unfinished run whose rounds.jsonl changed this recently is still running
+MAX_DEPTH = 6  # how deep under the runs folder the listing looks for run folders
+CONFIG_FILE = "config.json"
 
 
 def write_json_atomic(path: Path, data) -> None:
@@ -111,19 +118,80 @@ def load_unit(folder: Path, ref: str, name: str = "", label: str = "", tags: dic
                         folder=None)
 
 
+def _child_runs(folder: Path) -> list[Path]:
+    """The run folders (with config.json) directly inside folder, sorted by name."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return []
+    out = []
+    for e in entries:
+        if e.name.startswith(".") or not valid_part(e.name):
+            continue
+        try:
+            if e.is_dir() and os.path.isfile(os.path.join(e.path, CONFIG_FILE)):
+                out.append(Path(e.path))
+        except OSError:
+            continue
+    return out
+
+
+def folder_kind(folder: Path) -> str | None:
+    """"job" (dashboard, ui.json), "run" (CLI run, config.json), "batch" (CLI batch), else None."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    if (folder / UI_FILE).is_file():
+        return "job"
+    if (folder / CONFIG_FILE).is_file():
+        return "run"
+    return "batch" if _child_runs(folder) else None
+
+
+def combined_status(statuses: list[str]) -> str:
+    """One status for a batch read from disk, from its units' statuses."""
+    if not statuses:
+        return INTERRUPTED
+    if ELSEWHERE in statuses:
+        return ELSEWHERE
+    if all(s == FINISHED for s in statuses):
+        return FINISHED
+    if all(s == FAILED for s in statuses):
+        return FAILED
+    for s in (INTERRUPTED, STOPPED, FAILED):
+        if s in statuses:
+            return s
+    return next(s for s in statuses if s != FINISHED)
+
+
+def _created(folder: Path) -> float:
+    try:
+        return (folder / CONFIG_FILE).stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def load_job(root: Path, job_id: str) -> JobSnapshot | None:
-    """A job read from disk (dashboard job or a CLI run folder), or None when there is none."""
+    """A job read from disk (dashboard job, CLI run folder or CLI batch), or None when there is none."""
     if parse_ref(job_id) is None:
         return None
     folder = Path(root) / job_id
     ui = read_json(folder / UI_FILE)
     if ui is None:
-        if not (folder / "config.json").exists():
+        if (folder / CONFIG_FILE).exists():
+            unit = load_unit(folder, job_id)
+            created = _created(folder)
+            return JobSnapshot(job_id, "cli", unit.label, unit.status, "lockstep", (unit,), None, unit.error,
+                               unit.traceback, created, created, None, 0, True, "")
+        children = _child_runs(folder)
+        if not children:
             return None
-        unit = load_unit(folder, job_id)
-        created = (folder / "config.json").stat().st_mtime
-        return JobSnapshot(job_id, "cli", unit.label, unit.status, "lockstep", (unit,), None, unit.error,
-                           unit.traceback, created, created, None, 0, True, "")
+        units = tuple(load_unit(child, f"{job_id}/{child.name}", child.name) for child in children)
+        created = min(_created(child) for child in children)
+        failed = [u for u in units if u.error]
+        return JobSnapshot(job_id, "cli", job_id, combined_status([u.status for u in units]), "lockstep", units,
+                           None, failed[0].error if failed else None, failed[0].traceback if failed else None,
+                           created, created, None, 0, True, "")
     units = []
     for u in ui.get("units", []):
         name = u.get("name", "")
@@ -167,8 +235,89 @@ def _summary_row(folder: Path) -> tuple[dict, dict]:
     return config, summary
 
 
+def _walk(root: Path):
+    """(relative parts, folder, "job" | "run") for every dashboard job and CLI run folder under root.
+
+    Looks at most MAX_DEPTH levels down, skips hidden folders and names a reference cannot carry,
+    and never descends into a job or run folder (nor through a symlink)."""
+    stack = [(root, ())]
+    while stack:
+        folder, parts = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.startswith(".") or not valid_part(e.name):
+                continue
+            try:
+                if not e.is_dir():
+                    continue
+                rel = (*parts, e.name)
+                if os.path.isfile(os.path.join(e.path, UI_FILE)):
+                    yield rel, Path(e.path), "job"
+                elif os.path.isfile(os.path.join(e.path, CONFIG_FILE)):
+                    yield rel, Path(e.path), "run"
+                elif len(rel) < MAX_DEPTH and not e.is_symlink():
+                    stack.append((Path(e.path), rel))
+            except OSError:
+                continue
+
+
+def _row(ref: str, job: str, kind: str, title: str, unit_folder: Path, config: dict, summary: dict, status: str,
+         created: float, owner: str) -> RunRow:
+    done = summary.get("rounds_completed")
+    if done is None:
+        done = _count_lines(unit_folder / "rounds.jsonl")
+    return RunRow(
+        ref=ref, job=job, kind=kind, title=title, algorithm=config.get("algorithm", "?"),
+        dataset=config.get("dataset", "?"), partition=config.get("partition", "?"), status=status,
+        rounds=f"{done}/{config.get('rounds', '?')}", final_accuracy=summary.get("final_accuracy"),
+        final_ari=summary.get("final_ari"), created=created, owner=owner,
+    )
+
+
+def _cli_row(rel: tuple, folder: Path) -> RunRow:
+    ref = "/".join(rel)
+    config, summary = _summary_row(folder)
+    status = summary.get("status")
+    if status is None:  # no summary yet: still being written elsewhere, or its process died
+        try:
+            age = time.time() - (folder / "rounds.jsonl").stat().st_mtime
+        except OSError:
+            age = STILL_WRITING_SECONDS
+        status = ELSEWHERE if age < STILL_WRITING_SECONDS else INTERRUPTED
+    try:
+        created = folder.stat().st_mtime
+    except OSError:
+        created = 0.0
+    return _row(ref, "/".join(rel[:-1]) or ref, "cli", ref, folder, config, summary, status, created, "")
+
+
+def _job_rows(job_id: str, folder: Path, ui: dict, live: dict[str, str]) -> list[RunRow]:
+    created = ui.get("created") or folder.stat().st_mtime
+    kind = ui.get("kind", "cli")
+    title = ui.get("title", job_id)
+    single = ui.get("single")
+    rows = []
+    for u in ui.get("units") or [{"name": ""}]:
+        unit_folder = folder if single else folder / u.get("name", "")
+        config, summary = _summary_row(unit_folder)
+        config = config or u.get("config") or {}
+        status = summary.get("status")
+        if status is None:
+            status = live.get(job_id) or u.get("status") or "unfinished"
+            if job_id not in live and status in (*LIVE, PENDING, "unfinished"):
+                status = INTERRUPTED
+        rows.append(_row(job_id if single else f"{job_id}/{u.get('name')}", job_id, kind,
+                         title if single else f"{title} · {u.get('label') or u.get('name')}", unit_folder,
+                         config, summary, status, created, ui.get("owner", "")))
+    return rows
+
+
 def list_rows(root: Path, owner: str | None, live: dict[str, str] | None = None) -> tuple[list[RunRow], int]:
-    """Rows of every run this owner may see (its own and the CLI's), newest first, and how many are hidden.
+    """Rows of every run this owner may see (its own and the CLI's, at any depth), newest first, and how
+    many are hidden.
 
     owner None shows everything. live: job id -> status for jobs running in this process.
     """
@@ -178,41 +327,21 @@ def list_rows(root: Path, owner: str | None, live: dict[str, str] | None = None)
     hidden = 0
     if not root.exists():
         return rows, 0
-    for folder in root.iterdir():
-        if not folder.is_dir() or parse_ref(folder.name) is None:
+    for rel, folder, kind in _walk(root):
+        if kind == "run":
+            rows.append(_cli_row(rel, folder))
             continue
         ui = read_json(folder / UI_FILE)
-        if ui is None and not (folder / "config.json").exists():
+        if not isinstance(ui, dict):
             continue
-        job_owner = ui.get("owner", "") if ui else ""
+        job_owner = ui.get("owner", "")
         if owner is not None and job_owner and job_owner != owner:
             hidden += 1
             continue
-        created = (ui or {}).get("created") or folder.stat().st_mtime
-        kind = (ui or {}).get("kind", "cli")
-        title = (ui or {}).get("title", folder.name)
-        units = (ui or {}).get("units") or [{"name": ""}]
-        single = ui is None or ui.get("single")
-        for u in units:
-            unit_folder = folder if single else folder / u.get("name", "")
-            config, summary = _summary_row(unit_folder)
-            config = config or u.get("config") or {}
-            status = summary.get("status")
-            if status is None:
-                status = live.get(folder.name) or u.get("status") or "unfinished"
-                if folder.name not in live and status in (*LIVE, PENDING, "unfinished"):
-                    status = INTERRUPTED if (unit_folder / "config.json").exists() or ui else status
-            done = summary.get("rounds_completed")
-            if done is None:
-                done = _count_lines(unit_folder / "rounds.jsonl")
-            rows.append(RunRow(
-                ref=folder.name if single else f"{folder.name}/{u.get('name')}", job=folder.name, kind=kind,
-                title=title if single else f"{title} · {u.get('label') or u.get('name')}",
-                algorithm=config.get("algorithm", "?"), dataset=config.get("dataset", "?"),
-                partition=config.get("partition", "?"), status=status,
-                rounds=f"{done}/{config.get('rounds', '?')}", final_accuracy=summary.get("final_accuracy"),
-                final_ari=summary.get("final_ari"), created=created, owner=job_owner,
-            ))
+        try:
+            rows += _job_rows("/".join(rel), folder, ui, live)
+        except OSError:
+            continue
     rows.sort(key=lambda r: (r.created, r.ref), reverse=True)
     return rows, hidden
 
@@ -226,21 +355,31 @@ def _count_lines(path: Path) -> int:
 
 
 def job_owner(root: Path, job_id: str) -> str | None:
-    """The owner recorded for a job ("" = nobody's: a CLI run), None when there is no such job."""
+    """The owner recorded for a job ("" = nobody's: a CLI run or batch), None when there is no such job."""
+    if parse_ref(job_id) is None:
+        return None
     folder = Path(root) / job_id
     ui = read_json(folder / UI_FILE)
     if ui is not None:
         return ui.get("owner", "")
-    return "" if (folder / "config.json").exists() else None
+    return "" if folder_kind(folder) in ("run", "batch") else None
 
 
 def delete_job(root: Path, job_id: str) -> bool:
-    """Remove a whole job folder (never anything outside root)."""
-    if parse_ref(job_id) is None or "/" in job_id:
+    """Remove a whole job folder: a dashboard job, a CLI run or a CLI batch, at any depth strictly inside
+    root (never root itself, a folder that only groups others, a symlink, or anything outside root)."""
+    if parse_ref(job_id) is None:
         return False
     root = Path(root).resolve()
-    folder = (root / job_id).resolve()
-    if folder.parent != root or not folder.is_dir():
+    path = root / job_id
+    if path.is_symlink():
+        return False
+    folder = path.resolve()
+    try:
+        inside = folder.relative_to(root)
+    except ValueError:
+        return False
+    if not inside.parts or folder_kind(folder) is None:
         return False
     shutil.rmtree(folder)
     with _cache_lock:

@@ -8,6 +8,7 @@ from cfl_ui import run_view as V
 from cfl_ui import session as S
 from cfl_ui.jobs import LIVE
 from cfl_ui.paths import parse_ref, runs_dir
+from cfl_ui.snapshots import ELSEWHERE
 from cfl_ui.store import delete_job, list_rows, metrics_csv
 from cfl_ui.theme import page_header
 
@@ -91,9 +92,10 @@ with act:
     a1, a2 = st.columns(2)
     a1.page_link("pages/playground.py", label="Open in Playground", icon=":material/science:",
                  query_params={"run": ref})
-    is_live = snap.status in LIVE
+    is_live = snap.status in LIVE or snap.status == ELSEWHERE
     if st.session_state.get(f"{P}.confirm") == parsed[0]:
-        st.warning(f"Delete `{parsed[0]}`" + (" and all its runs" if len(snap.units) > 1 else "") +
+        st.warning(f"Delete `{manager.root / parsed[0]}`" +
+                   (f" and all {len(snap.units)} runs in it" if len(snap.units) > 1 else "") +
                    " from disk? This cannot be undone.", icon=":material/delete:")
         y, n = st.columns(2)
         if y.button("Yes, delete", key=f"{P}.yes", type="primary", width="stretch"):
@@ -108,7 +110,10 @@ with act:
             st.rerun()
     else:
         if a2.button("Delete…", key=f"{P}.delete", icon=":material/delete:", disabled=is_live, width="stretch",
-                     help="Stop the run first." if is_live else "Remove this run's folder (asks to confirm)."):
+                     help=("Stop the run first." if snap.status in LIVE else
+                           "It is still being written by another process." if is_live else
+                           "Remove this run's folder" + (" and the other runs beside it" if len(snap.units) > 1
+                                                         else "") + " (asks to confirm).")):
             st.session_state[f"{P}.confirm"] = parsed[0]
             st.rerun()
 

@@ -221,9 +221,14 @@ def test_run_ids_are_unguessable_and_references_never_escape(tmp_path):
     a, b = new_job_id("clove"), new_job_id("clove")
     assert a != b and len(a.rsplit("-", 1)[1]) == 16
     assert parse_ref("job-1/unit") == ("job-1", "unit")
-    for bad in ("../etc", "a/../../b", "/abs", "a/b/c", "", None, "a b"):
-        assert parse_ref(bad) is None
+    assert parse_ref("job-1") == ("job-1", None)
+    assert parse_ref("readme/core/iid/seed0/clove") == ("readme/core/iid/seed0", "clove")  # CLI runs, nested
+    assert parse_ref("/".join("abcdefgh")) == ("a/b/c/d/e/f/g", "h")
+    for bad in ("../etc", "a/../../b", "a/..", "..", "/abs", "a//b", "a/", "/", "a/b c", "", None, "a b",
+                "a\\b", ".hidden", "a/.x", "x..y/z", "/".join("abcdefghi")):
+        assert parse_ref(bad) is None, bad
         assert ref_folder(tmp_path, bad or "") is None
+    assert ref_folder(tmp_path, "a/b/c") == tmp_path / "a" / "b" / "c"
     assert not delete_job(tmp_path, "../x")
 
 
