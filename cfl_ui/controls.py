@@ -161,7 +161,9 @@ def apply_config(prefix: str, config: dict, *, notes: list | None = None) -> Non
         value = merged.get(name)
         fallback = defaults.get(name)
         coerced = _coerce(f, value, fallback)
-        if notes is not None and name in config and coerced != value and not (f.kind == "json"):
+        # models=None (an algorithm without K-hat) is what the "models" switch below shows: no note
+        empty_models = name == "models" and value is None
+        if notes is not None and name in config and coerced != value and not (f.kind == "json") and not empty_models:
             notes.append(f"{name}={value!r} cannot be shown by its control; using {coerced!r}")
         st.session_state[key(prefix, name)] = coerced
     from cfl_core.algorithms import ALGORITHMS
