@@ -119,6 +119,9 @@ class ExperimentConfig:
             raise ConfigError("init", self.init, f"one of {list(INIT_MODES)}")
         if self.device not in DEVICES:
             raise ConfigError("device", self.device, f"one of {list(DEVICES)}")
+        from .engine.federation import resolve_device
+
+        resolve_device(self.device)  # `cuda` without a GPU fails here, before any data is built
         if self.model is not None and self.model not in MODEL_FAMILIES:
             raise ConfigError("model", self.model, f"one of {sorted(MODEL_FAMILIES)} (or empty for the default)")
         if self.algorithm not in ALGORITHMS:

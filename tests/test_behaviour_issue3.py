@@ -36,6 +36,7 @@ def test_same_init_collapses_ifca_while_clove_recovers(seed):
     clove.run()
     # both start from the identical models
     assert all(r.models_in_use == 1 for r in ifca.records)  # one model takes every client, every round
+    assert all(set(r.assignments) == {0} for r in ifca.records)  # ties go to the lowest index
     assert all(abs(r.ari) < 0.05 for r in ifca.records)
     assert clove.records[-1].ari == 1.0
     assert clove.records[-1].accuracy > ifca.records[-1].accuracy + 0.1

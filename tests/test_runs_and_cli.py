@@ -156,3 +156,16 @@ def test_comparison_gives_each_algorithm_its_own_options():
     mixed = comparison_configs(base.replace(options={}), ["clove", "fesem"],
                                {"clove": {"first_assignment": "evaluation"}, "fesem": {}})
     assert mixed[0].options == {"first_assignment": "evaluation"} and mixed[1].options == {}
+
+
+def test_cuda_without_a_gpu_is_refused_before_any_work(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: nothing to refuse")  # the CPU-only path is what this checks
+    with pytest.raises(ConfigError, match="device='cuda' is not allowed"):
+        ExperimentConfig(device="cuda").validate()
+    out = tmp_path / "never"
+    code = subprocess.run([sys.executable, "-m", "cfl_core", "run", "--device", "cuda", "--out", str(out)],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert code.returncode == 2 and "device='cuda' is not allowed" in code.stderr and not out.exists()
