@@ -80,15 +80,19 @@ def load_saved(folder: Path):
     return run
 
 
+def _unfinished_status(folder: Path) -> str:
+    """A run without a summary: still being written by another process, or its process died."""
+    for name in ("rounds.jsonl", "config.json"):
+        try:
+            age = time.time() - (folder / name).stat().st_mtime
+        except OSError:
+            continue
+        return ELSEWHERE if age < STILL_WRITING_SECONDS else INTERRUPTED
+    return INTERRUPTED
+
+
 def _disk_status(saved, folder: Path) -> str:
-    status = saved.status
-    if status != "unfinished":
-        return status
-    try:
-        age = time.time() - (folder / "rounds.jsonl").stat().st_mtime
-    except OSError:
-        age = time.time() - (folder / "config.json").stat().st_mtime
-    return ELSEWHERE if age < STILL_WRITING_SECONDS else INTERRUPTED
+    return saved.status if saved.status != "unfinished" else _unfinished_status(folder)
 
 
 def load_unit(folder: Path, ref: str, name: str = "", label: str = "", tags: dict | None = None,
@@ -280,13 +284,7 @@ def _row(ref: str, job: str, kind: str, title: str, unit_folder: Path, config: d
 def _cli_row(rel: tuple, folder: Path) -> RunRow:
     ref = "/".join(rel)
     config, summary = _summary_row(folder)
-    status = summary.get("status")
-    if status is None:  # no summary yet: still being written elsewhere, or its process died
-        try:
-            age = time.time() - (folder / "rounds.jsonl").stat().st_mtime
-        except OSError:
-            age = STILL_WRITING_SECONDS
-        status = ELSEWHERE if age < STILL_WRITING_SECONDS else INTERRUPTED
+    status = summary.get("status") or _unfinished_status(folder)
     try:
         created = folder.stat().st_mtime
     except OSError:
