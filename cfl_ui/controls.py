@@ -579,3 +579,14 @@ def _differs(prefix: str, config: dict) -> bool:
     now = values(prefix)
     return any(now.get(k) != v for k, v in config.items() if k in FIELDS and k not in ("options",)) or (
         (now.get("options") or {}) != (config.get("options") or {}))
+
+
+def verdict_note(verdict, where) -> None:
+    """Under the Run buttons: why Run is disabled, or the run's estimated cost."""
+    if verdict.blocked:
+        if verdict.error is None and verdict.estimate is not None:
+            where.error(verdict.blocked, icon=":material/block:")
+        else:
+            where.caption(":material/warning: Run is disabled until the setting marked above is fixed.")
+    elif verdict.estimate is not None:
+        where.caption(f"Estimate: {verdict.estimate.describe()}.")

@@ -88,13 +88,7 @@ class BatchPage:
         b3.button("", key=f"{self.prefix}.stop_btn", icon=":material/stop:", on_click=self._on_stop,
                   disabled=not (running or paused), help="Stop: finished runs and rounds stay saved.",
                   width="stretch")
-        if verdict.blocked:
-            if verdict.error is None and verdict.estimate is not None:
-                where.error(verdict.blocked, icon=":material/block:")
-            else:
-                where.caption(":material/warning: Run is disabled until the setting marked above is fixed.")
-        elif verdict.estimate is not None:
-            where.caption(f"Estimate: {verdict.estimate.describe()}.")
+        C.verdict_note(verdict, where)
 
     def flash(self) -> None:
         message = st.session_state.pop(self.flash_key, None)

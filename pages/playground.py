@@ -192,13 +192,7 @@ with st.sidebar:
               width="stretch")
     b4.button("", key=f"{P}.stop_btn", icon=":material/stop:", on_click=on_stop,
               disabled=not (running or paused), help="Stop: finished rounds stay saved.", width="stretch")
-    if verdict.blocked:
-        if verdict.error is None and verdict.estimate is not None:
-            st.error(verdict.blocked, icon=":material/block:")
-        else:
-            st.caption(":material/warning: Run is disabled until the setting marked above is fixed.")
-    elif verdict.estimate is not None:
-        st.caption(f"Estimate: {verdict.estimate.describe()}.")
+    C.verdict_note(verdict, st)
 
 page_header("Playground",
             "Clients with a hidden cluster structure train together; watch how the algorithm groups them, round by "
