@@ -9,53 +9,116 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .partition.config import PartitionConfig
+from .settings import Choice, Interval, check_values, declared_copy, setting, settings_of
 
 INIT_MODES = ("different", "same", "restarts")
 DEVICES = ("auto", "cpu", "cuda")
 
 
+def _algorithm_names():
+    from .algorithms import ALGORITHMS
+
+    return tuple(ALGORITHMS)
+
+
+def _model_names():
+    from .engine.models import MODEL_FAMILIES
+
+    return tuple(sorted(MODEL_FAMILIES))
+
+
+def _shift_names():
+    from .dynamics import SHIFTS
+
+    return tuple(SHIFTS)
+
+
+def _optimizer_names():
+    from .engine.training import OPTIMIZERS
+
+    return OPTIMIZERS
+
+
+def _aggregation_names():
+    from .engine.core import AGGREGATIONS
+
+    return AGGREGATIONS
+
+
+def _data(name: str):
+    return declared_copy(PartitionConfig, name)
+
+
 @dataclass(frozen=True)
 class ExperimentConfig:
-    # data and cluster structure
-    dataset: str = "digits"
-    partition: str = "feature-skew"
-    clusters: int = 4
-    clients_per_cluster: int = 5
-    samples_per_client: int = 60
-    test_samples_per_client: int | None = None
-    within: str = "iid"
-    alpha: float = 0.5
-    num_classes_per_partition: int = 2
-    quantity_skew: float = 0.0
+    # data and cluster structure: declared once, in PartitionConfig (these fields define the clients)
+    dataset: str = _data("dataset")
+    partition: str = _data("partition")
+    clusters: int = _data("clusters")
+    clients_per_cluster: int = _data("clients_per_cluster")
+    samples_per_client: int = _data("samples_per_client")
+    test_samples_per_client: int | None = _data("test_samples_per_client")
+    within: str = _data("within")
+    alpha: float = _data("alpha")
+    num_classes_per_partition: int = _data("num_classes_per_partition")
+    quantity_skew: float = _data("quantity_skew")
     # algorithm
-    algorithm: str = "clove"
-    models: int | None = None  # K-hat: how many models the algorithm keeps (None: not given)
-    init: str = "different"
-    options: dict[str, Any] = field(default_factory=dict)  # algorithm-specific, validated by the algorithm
-    unsupervised: bool = False  # train an autoencoder on the inputs only; labels are never used
+    algorithm: str = setting("clove", Choice(_algorithm_names), label="Algorithm", group="algorithm",
+                             help="which clustering strategy runs (see the README's Algorithms table)")
+    models: int | None = setting(None, Interval(1), label="Models (K-hat)", group="algorithm",
+                                 none_means="not given", allowed_text="a whole number of models >= 1",
+                                 help="K-hat: how many models the algorithm keeps")
+    init: str = setting("different", Choice(INIT_MODES), label="Initial models", group="algorithm",
+                        help="different: independent random models; same: one random model copied K times; "
+                             "restarts: redraw until every model wins some clients")
+    options: dict[str, Any] = setting({}, label="Algorithm options", group="algorithm", flag=False,
+                                      help="the algorithm's own options, validated by the algorithm")
+    unsupervised: bool = setting(False, label="Unsupervised (autoencoder)", group="training", advanced=True,
+                                 help="train an autoencoder on the inputs only; labels are never used "
+                                      "(ARI still measures the clustering)")
     # training
-    rounds: int = 20
-    participation: float = 1.0
-    local_epochs: int = 2
-    batch_size: int = 20
-    lr: float = 0.1
-    optimizer: str = "sgd"
-    momentum: float = 0.9
-    aggregation: str = "model"
-    model: str | None = None  # None: the data set's default family
+    rounds: int = setting(20, Interval(1), label="Rounds", group="training", help="communication rounds")
+    participation: float = setting(1.0, Interval(0, 1, low_open=True), label="Participation", group="training",
+                                   step=0.05, allowed_text="a fraction in (0, 1]",
+                                   help="fraction of clients taking part each round")
+    local_epochs: int = setting(2, Interval(1), label="Local epochs", group="training",
+                                help="passes over its data each client makes per round")
+    batch_size: int = setting(20, Interval(1), label="Batch size", group="training", advanced=True,
+                              help="local minibatch size")
+    lr: float = setting(0.1, Interval(0, low_open=True), label="Learning rate", group="training", step=0.01,
+                        allowed_text="a positive, finite learning rate", help="learning rate of local training")
+    optimizer: str = setting("sgd", Choice(_optimizer_names), label="Optimiser", group="training", advanced=True,
+                             help="sgd (with momentum) or adam; its state is reset every round")
+    momentum: float = setting(0.9, Interval(0, 1, high_open=True), label="Momentum", group="training",
+                              advanced=True, step=0.05, help="SGD momentum")
+    aggregation: str = setting("model", Choice(_aggregation_names), label="Aggregation", group="training",
+                               advanced=True,
+                               allowed_text="'model' (average trained models, Option I) or 'gradient' "
+                                            "(average gradients, Option II)",
+                               help="model: average trained models (Option I); gradient: average gradients "
+                                    "(Option II)")
+    model: str | None = setting(None, Choice(_model_names), label="Model", group="training", advanced=True,
+                                none_means="the data set's default",
+                                help="model family (default: per data set: MLP for digits, CNN for 28x28 images)")
     # client dynamics (see cfl_core/dynamics.py)
-    shift: str = "none"
-    shift_options: dict[str, Any] = field(default_factory=dict)
-    newcomer_share: float = 0.0
-    newcomer_round: int = 0
+    shift: str = setting("none", Choice(_shift_names), label="Distribution shift", group="dynamics",
+                         advanced=True, help="client distribution shift between rounds (FlexCFL's simulations)")
+    shift_options: dict[str, Any] = setting({}, label="Shift options (JSON)", group="dynamics", advanced=True,
+                                            flag=False, help="the shift's own options")
+    newcomer_share: float = setting(0.0, Interval(0, 1, high_open=True), label="Newcomer share",
+                                    group="dynamics", advanced=True, step=0.05, allowed_text="a fraction in [0, 1)",
+                                    help="share of clients held back until the newcomer round")
+    newcomer_round: int = setting(0, Interval(0), label="Newcomers join at round", group="dynamics",
+                                  advanced=True, help="round at which held-back clients join")
     # run
-    seed: int = 0
-    device: str = "auto"
+    seed: int = _data("seed")
+    device: str = setting("auto", Choice(DEVICES), label="Device", group="training",
+                          help="auto = the GPU when there is one, else the CPU")
 
     # -- conversion ----------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -65,12 +128,22 @@ class ExperimentConfig:
         return json.dumps(self.to_dict(), sort_keys=True, indent=1)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ExperimentConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+    def from_dict(cls, data: dict[str, Any], *, text: bool = False) -> "ExperimentConfig":
+        """A config from typed values (JSON, the API) or, with `text=True`, from CLI/URL text.
+
+        Every value goes through its setting's coercer: a wrong type is a ConfigError naming the field."""
+        return cls(**cls.coerce_values(data, text=text))
+
+    @classmethod
+    def coerce_values(cls, data: dict[str, Any], *, text: bool = False) -> dict[str, Any]:
+        """Each value as its field's type (ConfigError naming the first field that is not); names checked."""
+        if not isinstance(data, dict):
+            raise ConfigError("config", data, "an object of experiment config fields")
+        declared = settings_of(cls)
+        unknown = sorted(set(data) - set(declared))
         if unknown:
-            raise ConfigError(unknown[0], data[unknown[0]], f"a field of the experiment config: {sorted(known)}")
-        return cls(**data)
+            raise ConfigError(unknown[0], data[unknown[0]], f"a field of the experiment config: {sorted(declared)}")
+        return {name: declared[name].coerce(value, text=text) for name, value in data.items()}
 
     def replace(self, **changes) -> "ExperimentConfig":
         return dataclasses.replace(self, **changes)
@@ -79,56 +152,23 @@ class ExperimentConfig:
     def num_clients(self) -> int:
         return self.clusters * self.clients_per_cluster
 
-    def partition_config(self):
-        from .partition import PartitionConfig
+    def partition_config(self) -> PartitionConfig:
+        return PartitionConfig(**{name: getattr(self, name) for name in CLIENT_FIELDS})
 
-        return PartitionConfig(
-            dataset=self.dataset, partition=self.partition, clusters=self.clusters,
-            clients_per_cluster=self.clients_per_cluster, samples_per_client=self.samples_per_client,
-            test_samples_per_client=self.test_samples_per_client, within=self.within, alpha=self.alpha,
-            num_classes_per_partition=self.num_classes_per_partition, quantity_skew=self.quantity_skew,
-            seed=self.seed,
-        )
+    def data_key(self) -> tuple:
+        """The one definition of "identical clients": two configs with equal keys build the same clients."""
+        return tuple((name, getattr(self, name)) for name in CLIENT_FIELDS)
 
     # -- validation ---------------------------------------------------------
     def validate(self) -> None:
         """Raise ConfigError for the first field that cannot work; cheap (loads no data)."""
         from .algorithms import ALGORITHMS
         from .data import dataset_info
-        from .engine.models import MODEL_FAMILIES
-        from .engine.training import OPTIMIZERS
-        from .engine.core import AGGREGATIONS
         from .dynamics import validate_dynamics
-
-        _positive_int("rounds", self.rounds)
-        _positive_int("local_epochs", self.local_epochs)
-        _positive_int("batch_size", self.batch_size)
-        _non_negative_int("seed", self.seed)
-        if not (isinstance(self.participation, (int, float)) and 0 < self.participation <= 1):
-            raise ConfigError("participation", self.participation, "a fraction in (0, 1]")
-        if not (_is_number(self.lr) and self.lr > 0 and math.isfinite(self.lr)):
-            raise ConfigError("lr", self.lr, "a positive, finite learning rate")
-        if not (_is_number(self.momentum) and 0 <= self.momentum < 1):
-            raise ConfigError("momentum", self.momentum, "a number in [0, 1)")
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError("optimizer", self.optimizer, f"one of {list(OPTIMIZERS)}")
-        if self.aggregation not in AGGREGATIONS:
-            raise ConfigError("aggregation", self.aggregation,
-                              "'model' (average trained models, Option I) or 'gradient' (average gradients, Option II)")
-        if self.init not in INIT_MODES:
-            raise ConfigError("init", self.init, f"one of {list(INIT_MODES)}")
-        if self.device not in DEVICES:
-            raise ConfigError("device", self.device, f"one of {list(DEVICES)}")
         from .engine.federation import resolve_device
 
+        check_values(self)  # every declared field: type and allowed values
         resolve_device(self.device)  # `cuda` without a GPU fails here, before any data is built
-        if self.model is not None and self.model not in MODEL_FAMILIES:
-            raise ConfigError("model", self.model, f"one of {sorted(MODEL_FAMILIES)} (or empty for the default)")
-        if self.algorithm not in ALGORITHMS:
-            raise ConfigError("algorithm", self.algorithm, f"one of {sorted(ALGORITHMS)}")
-        if self.models is not None:
-            if not isinstance(self.models, int) or isinstance(self.models, bool) or self.models < 1:
-                raise ConfigError("models", self.models, "a whole number of models >= 1")
         info = dataset_info(self.dataset)
         self.partition_config().validate(info)
         if self.unsupervised and not info.is_image:
@@ -146,18 +186,8 @@ class ExperimentConfig:
         ALGORITHMS[self.algorithm].validate_config(self)
 
 
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _positive_int(name: str, value) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(name, value, "a whole number >= 1")
-
-
-def _non_negative_int(name: str, value) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ConfigError(name, value, "a whole number >= 0")
+# The fields that define which clients exist (and so what a shared set-up may be reused for).
+CLIENT_FIELDS: tuple[str, ...] = tuple(settings_of(PartitionConfig))
 
 
 def load_config_file(path: str) -> ExperimentConfig:

@@ -53,10 +53,8 @@ class Setup:
         return cls(config, dataset, partition, fed)
 
     def same_clients(self, other: ExperimentConfig) -> bool:
-        keys = ("dataset", "partition", "clusters", "clients_per_cluster", "samples_per_client",
-                "test_samples_per_client", "within", "alpha", "num_classes_per_partition", "quantity_skew",
-                "seed", "device")
-        return all(getattr(self.config, k) == getattr(other, k) for k in keys)
+        """The same clients, held on the same device (only then may a run reuse this set-up)."""
+        return self.config.data_key() == other.data_key() and self.config.device == other.device
 
 
 def _metric(fn, truth: np.ndarray, labels: np.ndarray) -> float | None:

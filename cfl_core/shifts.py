@@ -27,8 +27,6 @@ Options are validated up front with ConfigError naming `shift_options.<name>`.
 """
 from __future__ import annotations
 
-import dataclasses
-import typing
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,39 +35,13 @@ import torch
 from .dynamics import SHIFTS
 from .engine.seeding import numpy_rng
 from .errors import ConfigError
+from .settings import Interval, parse, setting
 
 
-def _parse(options_cls, raw: dict | None):
-    """shift_options dict -> the Options dataclass, with errors naming `shift_options.<key>`."""
-    raw = dict(raw or {})
-    fields = {f.name for f in dataclasses.fields(options_cls)}
-    hints = typing.get_type_hints(options_cls)
-    values = {}
-    for key, value in raw.items():
-        if key not in fields:
-            raise ConfigError(f"shift_options.{key}", value, f"an option of this shift ({', '.join(sorted(fields))})")
-        kind = hints[key]
-        try:
-            if kind is bool:
-                if isinstance(value, str):
-                    lowered = value.lower()
-                    if lowered not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-                        raise ValueError
-                    value = lowered in ("true", "1", "yes", "on")
-                values[key] = bool(value)
-            elif kind is int:
-                if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                    raise ValueError
-                values[key] = int(value)
-            elif kind is float:
-                if isinstance(value, bool):
-                    raise ValueError
-                values[key] = float(value)
-            else:  # lists arrive as JSON lists or as "a,b,c" strings
-                values[key] = ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"shift_options.{key}", value, f"a {getattr(kind, '__name__', kind)}") from None
-    return options_cls(**values)
+def _parse(options_cls, raw: dict | None, *, text: bool = False):
+    """shift_options dict -> the Options dataclass through its declared settings (errors name `shift_options.<key>`)."""
+    return parse(options_cls, raw, text=text, prefix="shift_options.", what="an option of this shift",
+                 owner="this shift")
 
 
 def _number_list(name: str, text: str, kind=float) -> list:
@@ -98,8 +70,8 @@ class _Shift:
         }
 
     @classmethod
-    def parse(cls, raw):
-        return _parse(cls.Options, raw)
+    def parse(cls, raw, *, text: bool = False):
+        return _parse(cls.Options, raw, text=text)
 
     @classmethod
     def validate(cls, cfg) -> None:
@@ -175,14 +147,15 @@ class _Shift:
 
 @dataclass(frozen=True)
 class SwapOptions:
-    probability: float = 0.1  # chance per pair slot and round that a pair swaps
-    pairs: int = 1  # pair slots per round
-    start_round: int = 1  # no swap before this round
-    across_clusters: bool = False  # True: the two clients are drawn from different true clusters
+    probability: float = setting(0.1, Interval(0, 1), label="Swap probability", step=0.05,
+                                 allowed_text="a probability in [0, 1]",
+                                 help="chance per pair slot and round that a pair swaps")
+    pairs: int = setting(1, Interval(1), label="Pair slots per round", help="pair slots per round")
+    start_round: int = setting(1, Interval(0), label="First swap round", help="no swap before this round")
+    across_clusters: bool = setting(False, label="Across clusters",
+                                    help="true: the two clients are drawn from different true clusters")
 
     def check(self, cfg) -> None:
-        if not 0 <= self.probability <= 1:
-            raise ConfigError("shift_options.probability", self.probability, "a probability in [0, 1]")
         if self.pairs < 1 or self.pairs > cfg.num_clients // 2:
             raise ConfigError("shift_options.pairs", self.pairs,
                               f"a whole number in [1, {cfg.num_clients // 2}] (clients / 2)")
@@ -259,8 +232,11 @@ class SwapPart(_Shift):
 
 @dataclass(frozen=True)
 class IncrementalOptions:
-    stages: str = "0.5,0.75,1.0"  # share of each client's training data visible from each stage on
-    stage_rounds: str = ""  # round each stage starts; empty: evenly spread over the run, the first at 0
+    stages: str = setting("0.5,0.75,1.0", label="Stages (shares)", list_as_text=True,
+                          help="share of each client's training data visible from each stage on, comma-separated")
+    stage_rounds: str = setting("", label="Stage rounds", list_as_text=True,
+                                help="round each stage starts, comma-separated; empty: evenly spread over the run, "
+                                     "the first at 0")
 
     def fractions(self) -> list[float]:
         return _number_list("stages", self.stages, float)

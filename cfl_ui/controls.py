@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sys
 import typing
 from dataclasses import dataclass, field
 
@@ -25,6 +24,8 @@ from .session import set_shared_config, shared_config
 
 @dataclass(frozen=True)
 class Field:
+    """How a declared setting shows as a widget (everything but `kind` comes from the declaration)."""
+
     name: str
     label: str
     kind: str  # int | float | optint | select | bool | json
@@ -33,62 +34,45 @@ class Field:
     fmt: str | None = None
 
 
+def _widget_kind(s) -> str:
+    if s.choices is not None:
+        return "select"
+    if s.kind is bool:
+        return "bool"
+    if s.kind is int:
+        return "optint" if s.optional else "int"
+    if s.kind is float:
+        return "float"
+    return "json" if s.kind is dict else "text"
+
+
+def settings() -> dict:
+    """The experiment's declared settings (cfl_core.settings), in declaration order."""
+    from cfl_core.config import ExperimentConfig
+    from cfl_core.settings import settings_of
+
+    return settings_of(ExperimentConfig)
+
+
+def _help(s) -> str:
+    return s.help[:1].upper() + s.help[1:] + "." if s.help else ""
+
+
 def _choices(name: str) -> list:
-    from cfl_core.algorithms import ALGORITHMS
-    from cfl_core.config import DEVICES, INIT_MODES
-    from cfl_core.data import SOURCES
-    from cfl_core.dynamics import SHIFTS
-    from cfl_core.engine.core import AGGREGATIONS
-    from cfl_core.engine.models import MODEL_FAMILIES
-    from cfl_core.engine.training import OPTIMIZERS
-    from cfl_core.partition import PARTITIONS, WITHIN_SPLITS
-
-    return {
-        "dataset": list(SOURCES), "partition": list(PARTITIONS), "within": list(WITHIN_SPLITS),
-        "algorithm": list(ALGORITHMS), "init": list(INIT_MODES), "device": list(DEVICES),
-        "optimizer": list(OPTIMIZERS), "aggregation": list(AGGREGATIONS), "model": [None, *sorted(MODEL_FAMILIES)],
-        "shift": list(SHIFTS),
-    }[name]
+    s = settings()[name]
+    return ([None] if s.optional else []) + list(s.choices)
 
 
-FIELDS: dict[str, Field] = {f.name: f for f in (
-    Field("dataset", "Data set", "select", "Where the clients' samples come from."),
-    Field("partition", "Cluster structure", "select", "What makes the true clusters differ (CLoVE's structures)."),
-    Field("clusters", "True clusters", "int", "How many groups of clients share a distribution."),
-    Field("clients_per_cluster", "Clients per cluster", "int"),
-    Field("samples_per_client", "Samples per client", "int", "Training samples of each client."),
-    Field("test_samples_per_client", "Test samples per client", "optint",
-          "Empty: half the training samples (at least 10)."),
-    Field("within", "Split inside a cluster", "select", "Flower's names: iid, dirichlet (alpha), pathological."),
-    Field("alpha", "Dirichlet alpha", "float", "Smaller = more uneven labels inside a cluster.", 0.1, "%g"),
-    Field("num_classes_per_partition", "Labels per client (pathological)", "int"),
-    Field("quantity_skew", "Quantity skew", "float", "0 = equal client sizes; > 0 = power-law sizes.", 0.1, "%g"),
-    Field("algorithm", "Algorithm", "select"),
-    Field("models", "Models (K-hat)", "int", "How many models the algorithm keeps."),
-    Field("init", "Initial models", "select",
-          "different: independent random models; same: one random model copied K times; "
-          "restarts: redraw until every model wins some clients."),
-    Field("rounds", "Rounds", "int"),
-    Field("local_epochs", "Local epochs", "int", "Passes over its data each client makes per round."),
-    Field("lr", "Learning rate", "float", step=0.01, fmt="%g"),
-    Field("participation", "Participation", "float", "Fraction of clients taking part each round.", 0.05, "%g"),
-    Field("seed", "Seed", "int", "Same seed = same data, same initial models, same run."),
-    Field("device", "Device", "select", "auto = the GPU when there is one."),
-    Field("batch_size", "Batch size", "int"),
-    Field("optimizer", "Optimiser", "select"),
-    Field("momentum", "Momentum", "float", step=0.05, fmt="%g"),
-    Field("aggregation", "Aggregation", "select", "model: average trained models (Option I); gradient: Option II."),
-    Field("model", "Model", "select", "Empty = the data set's default (MLP for digits, CNN for 28x28 images)."),
-    Field("unsupervised", "Unsupervised (autoencoder)", "bool", "Train without labels; ARI still measures the clustering."),
-    Field("shift", "Distribution shift", "select"),
-    Field("shift_options", "Shift options (JSON)", "json"),
-    Field("newcomer_share", "Newcomer share", "float", "Share of clients that join late.", 0.05, "%g"),
-    Field("newcomer_round", "Newcomers join at round", "int"),
-)}
-DATA_FIELDS = ("dataset", "partition", "clusters", "clients_per_cluster", "samples_per_client")
-ADVANCED_DATA = ("within", "alpha", "num_classes_per_partition", "quantity_skew", "test_samples_per_client")
-ADVANCED_TRAIN = ("batch_size", "optimizer", "momentum", "aggregation", "model", "unsupervised")
-ADVANCED_DYNAMICS = ("shift", "shift_options", "newcomer_share", "newcomer_round")
+FIELDS: dict[str, Field] = {
+    s.name: Field(s.name, s.label, _widget_kind(s), _help(s), s.step, "%g" if s.kind is float else None)
+    for s in settings().values() if s.flag or s.kind is dict
+}
+# the sidebar's sections: every declared setting of a group shows there (advanced ones under "More settings")
+DATA_FIELDS = tuple(s.name for s in settings().values() if s.group == "data" and not s.advanced)
+ADVANCED_DATA = tuple(s.name for s in settings().values() if s.group == "data" and s.advanced)
+TRAIN_FIELDS = tuple(s.name for s in settings().values() if s.group == "training" and not s.advanced)
+ADVANCED_TRAIN = tuple(s.name for s in settings().values() if s.group == "training" and s.advanced)
+ADVANCED_DYNAMICS = tuple(s.name for s in settings().values() if s.group == "dynamics" and s.advanced)
 # where a ConfigError's parameter is shown when it has no control of its own
 PARAM_SLOT = {"test_samples_per_client": "test_samples_per_client", "algorithms": "algorithm", "config": "general"}
 
@@ -117,40 +101,32 @@ def algorithm_label(name: str) -> str:
 
 # -- state -----------------------------------------------------------------------------
 def _coerce(f: Field, value, fallback):
+    """The value as its control holds it (its setting's coercer), or the fallback when it cannot be."""
+    from cfl_core.errors import ConfigError
+
+    if f.kind == "json":
+        return value if isinstance(value, str) else json.dumps(value or {}, separators=(",", ":"))
+    s = settings()[f.name]
     try:
-        if f.kind == "int":
-            if isinstance(value, bool) or value is None:
-                return fallback
-            v = float(value)
-            return int(v) if v.is_integer() else fallback
-        if f.kind == "optint":
-            if value is None:
-                return None
-            v = float(value)
-            return int(v) if v.is_integer() else fallback
-        if f.kind == "float":
-            v = float(value)
-            return v if math.isfinite(v) else fallback
-        if f.kind == "bool":
-            return bool(value)
-        if f.kind == "json":
-            return value if isinstance(value, str) else json.dumps(value or {}, separators=(",", ":"))
-        if f.kind == "select":
-            return value if value in _choices(f.name) else fallback
-    except (TypeError, ValueError):
+        v = s.coerce(value)
+        s.check(v)
+    except ConfigError:
         return fallback
-    return value
+    return v
+
+
+def option_settings(algorithm: str) -> list:
+    """The declared options (cfl_core.settings.Setting) of an algorithm, [] for an unknown one."""
+    from cfl_core.algorithms import ALGORITHMS
+    from cfl_core.settings import settings_of
+
+    cls = ALGORITHMS.get(algorithm)
+    return list(settings_of(cls.Options).values()) if cls is not None else []
 
 
 def _option_fields(algorithm: str) -> list[tuple[str, typing.Any, typing.Any]]:
-    """(name, type hint, default) of an algorithm's options."""
-    from cfl_core.algorithms import ALGORITHMS
-
-    cls = ALGORITHMS.get(algorithm)
-    if cls is None:
-        return []
-    hints = typing.get_type_hints(cls.Options)
-    return [(f.name, hints[f.name], f.default) for f in dataclasses.fields(cls.Options)]
+    """(name, type, default) of an algorithm's options."""
+    return [(s.name, s.kind, s.default) for s in option_settings(algorithm)]
 
 
 def apply_config(prefix: str, config: dict, *, notes: list | None = None) -> None:
@@ -316,7 +292,7 @@ class Panel:
                                disabled=disabled)
         elif f.kind == "bool":
             where.checkbox(label, key=k, help=help, disabled=disabled)
-        elif f.kind == "json":
+        else:  # json, text
             where.text_input(label, key=k, help=help, disabled=disabled)
         self.slots[name] = where.empty()
 
@@ -325,6 +301,14 @@ class Panel:
         c1, c2 = where.columns(2)
         self.widget(a, c1, **kw.get(a, {}))
         self.widget(b, c2, **kw.get(b, {}))
+
+    def pairs(self, names, where=None) -> None:
+        """Widgets two to a row, in the order given (an odd last one alone)."""
+        names = list(names)
+        for i in range(0, len(names) - 1, 2):
+            self.pair(names[i], names[i + 1], where)
+        if len(names) % 2:
+            self.widget(names[-1], where)
 
     def general_slot(self, where=None):
         self.slots["general"] = (where or st.sidebar).empty()
@@ -342,8 +326,7 @@ class Panel:
         part = st.session_state.get(self.k("partition"))
         if part in PARTITION_HELP:
             where.caption(PARTITION_HELP[part])
-        self.pair("clusters", "clients_per_cluster", where)
-        self.widget("samples_per_client", where)
+        self.pairs([n for n in DATA_FIELDS if n not in ("dataset", "partition")], where)
 
     def algorithm_controls(self, where=None, *, pick_algorithm: bool = True, algorithms=None) -> None:
         from cfl_core.algorithms import ALGORITHMS
@@ -384,35 +367,30 @@ class Panel:
         if not fields_:
             return
         with where.expander(f"{algorithm_label(algorithm)} options"):
-            module = sys.modules.get(_options_module(algorithm))
-            for name, hint, default in fields_:
-                k = self.k(f"opt.{algorithm}.{name}")
+            for s in option_settings(algorithm):
+                k = self.k(f"opt.{algorithm}.{s.name}")
                 if k not in st.session_state:
-                    st.session_state[k] = default
-                base, optional = _plain(hint)
-                label = name.replace("_", " ")
-                choices = _option_choices(module, name)
-                if choices:
+                    st.session_state[k] = s.default
+                help_ = _help(s) + (f" Empty: {s.none_means}." if s.optional else "")
+                if s.choices is not None:
+                    choices = list(s.choices)
                     if st.session_state[k] not in choices:
-                        st.session_state[k] = default if default in choices else choices[0]
-                    st.selectbox(label, choices, key=k)
-                elif base is bool:
-                    st.checkbox(label, key=k)
-                elif base is int:
-                    st.number_input(label, key=k, step=1, format="%d",
-                                    placeholder="none" if optional else None)
-                elif base is float:
-                    st.number_input(label, key=k, step=0.05, format="%g",
-                                    placeholder="none" if optional else None)
+                        st.session_state[k] = s.default if s.default in choices else choices[0]
+                    st.selectbox(s.label, choices, key=k, help=help_)
+                elif s.kind is bool:
+                    st.checkbox(s.label, key=k, help=help_)
+                elif s.kind is int:
+                    st.number_input(s.label, key=k, step=1, format="%d", help=help_,
+                                    placeholder=s.none_means if s.optional else None)
+                elif s.kind is float:
+                    st.number_input(s.label, key=k, step=s.step or 0.05, format="%g", help=help_,
+                                    placeholder=s.none_means if s.optional else None)
                 else:
-                    st.text_input(label, key=k)
+                    st.text_input(s.label, key=k, help=help_)
             self.slots["options_inner"] = st.empty()
 
     def training_controls(self, where=None) -> None:
-        where = where or st.sidebar
-        self.pair("rounds", "local_epochs", where)
-        self.pair("lr", "participation", where)
-        self.pair("seed", "device", where)
+        self.pairs(TRAIN_FIELDS, where or st.sidebar)
 
     def advanced_controls(self, where=None, *, training: bool = True, dynamics: bool = True) -> None:
         where = where or st.sidebar
@@ -450,35 +428,6 @@ class Panel:
         slot = self.slots.get(name) or self.slots.get("general")
         if slot is not None:
             slot.warning(text, icon=":material/lock:")
-
-
-def _options_module(algorithm: str) -> str:
-    from cfl_core.algorithms import ALGORITHMS
-
-    cls = ALGORITHMS.get(algorithm)
-    return cls.__module__ if cls else ""
-
-
-def _plain(hint):
-    import types as _types
-
-    optional = False
-    if typing.get_origin(hint) in (typing.Union, _types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        optional = len(args) < len(typing.get_args(hint))
-        hint = args[0]
-    return hint, optional
-
-
-def _option_choices(module, name: str) -> list | None:
-    """Choices an algorithm module declares for an option, by convention as NAME + 'S' (e.g. FIRST_ASSIGNMENTS)."""
-    if module is None:
-        return None
-    for attr in (name.upper() + "S", name.upper() + "ES", name.upper() + "_CHOICES"):
-        value = getattr(module, attr, None)
-        if isinstance(value, (tuple, list)) and value and all(isinstance(v, str) for v in value):
-            return list(value)
-    return None
 
 
 # -- validation -------------------------------------------------------------------------------

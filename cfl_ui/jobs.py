@@ -134,13 +134,9 @@ class _Unit:
         self.tb: str | None = None
 
 
-_DATA_KEYS = ("dataset", "partition", "clusters", "clients_per_cluster", "samples_per_client",
-              "test_samples_per_client", "within", "alpha", "num_classes_per_partition", "quantity_skew",
-              "seed", "device")
-
-
 def data_key(config) -> tuple:
-    return tuple(getattr(config, k) for k in _DATA_KEYS)
+    """Units with equal keys share one Setup: the same clients (the config's data_key) on the same device."""
+    return config.data_key(), config.device
 
 
 class Job:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-PARTITION_KEYS = ("dataset", "partition", "clusters", "clients_per_cluster", "samples_per_client",
-                  "test_samples_per_client", "within", "alpha", "num_classes_per_partition", "quantity_skew", "seed")
+from cfl_core.config import CLIENT_FIELDS as PARTITION_KEYS  # the fields that define the clients
+
 IMAGES_PER_ROW = 8
 
 

@@ -31,10 +31,10 @@ def options_for(algorithms: list) -> dict:
     out = {}
     for algo in algorithms:
         out[algo] = {}
-        for name, _hint, default in C._option_fields(algo):
-            value = st.session_state.get(C.key(P, f"opt.{algo}.{name}"), default)
-            if value != default:
-                out[algo][name] = value
+        for s in C.option_settings(algo):
+            value = st.session_state.get(C.key(P, f"opt.{algo}.{s.name}"), s.default)
+            if value != s.default:
+                out[algo][s.name] = value
     return out
 
 
@@ -48,11 +48,17 @@ def apply_algo_options(text: str) -> None:
         notes = st.session_state.get(C.key(P, "_notes")) or []
         st.session_state[C.key(P, "_notes")] = notes + [f"algo_options={text!r} in the link was ignored (not a JSON object)"]
         return
+    notes = []
     for algo, opts in given.items():
-        fields = {name for name, _hint, _default in C._option_fields(algo)} if algo in ALGORITHMS else set()
-        for name, value in (opts.items() if isinstance(opts, dict) else ()):
-            if name in fields:
-                st.session_state[C.key(P, f"opt.{algo}.{name}")] = value
+        if algo not in ALGORITHMS or not isinstance(opts, dict):
+            notes.append(f"algo_options for {algo!r} in the link were ignored (not an algorithm's options)")
+            continue
+        kept, dropped = Q.valid_options(algo, opts)  # each value typed and checked by its declaration
+        notes += [f"algo_options {algo}.{name} in the link was ignored ({why})" for name, why in dropped]
+        for name, value in kept.items():
+            st.session_state[C.key(P, f"opt.{algo}.{name}")] = value
+    if notes:
+        st.session_state[C.key(P, "_notes")] = (st.session_state.get(C.key(P, "_notes")) or []) + notes
 
 
 def build_configs(values: dict) -> list:

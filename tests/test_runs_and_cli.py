@@ -103,7 +103,7 @@ def test_cli_run_writes_the_folder_and_prints_a_summary(tmp_path, capsys):
                  "--models", "2", "--rounds", "3", "--option", "stable_rounds=2", "--out", str(out)])
     assert code == 0
     assert "clove: finished after 3 rounds" in capsys.readouterr().out
-    assert load_run(out).config["options"] == {"stable_rounds": "2"}
+    assert load_run(out).config["options"] == {"stable_rounds": 2}  # typed by the option's declaration
 
 
 def test_cli_config_file_and_flags_override(tmp_path):

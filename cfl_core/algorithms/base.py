@@ -7,8 +7,6 @@ dataclass for their own settings, and implement `setup` and `run_round`.
 """
 from __future__ import annotations
 
-import dataclasses
-import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,27 +14,34 @@ import torch
 
 from ..engine.seeding import derive_seed, numpy_rng
 from ..errors import ConfigError
+from ..settings import Interval, parse, setting
 
 
 @dataclass(frozen=True)
-class NoOptions:
+class AlgorithmOptions:
+    """Base of every algorithm's Options: fields declared with `setting(...)`; `check` holds cross-field rules."""
+
     def check(self, cfg) -> None:
         pass
 
 
+NoOptions = AlgorithmOptions  # an algorithm without options of its own
+
+
 @dataclass(frozen=True)
-class InitOptions:
+class InitOptions(AlgorithmOptions):
     """Options of the initialisation modes shared by IFCA, CLoVE and FeSEM."""
 
-    restart_min_share: float | None = None  # `restarts`: each model must win this share at round 0 (default 1/(2K))
-    restart_attempts: int = 50
+    restart_min_share: float | None = setting(
+        None, Interval(0, 1, low_open=True), label="Restart: least share per model", none_means="1/(2K)",
+        help="init=restarts: redraw the models until each wins at least this share of the clients at round 0")
+    restart_attempts: int = setting(50, Interval(1), label="Restart: most draws",
+                                    help="init=restarts: give up after this many draws and keep the best")
 
     def check(self, cfg) -> None:
         if self.restart_min_share is not None and not 0 < self.restart_min_share <= 1 / max(1, cfg.models or 1):
             raise ConfigError("options.restart_min_share", self.restart_min_share,
                               f"a share in (0, 1/models] = (0, {1 / max(1, cfg.models or 1):.3g}]")
-        if self.restart_attempts < 1:
-            raise ConfigError("options.restart_attempts", self.restart_attempts, "a whole number >= 1")
 
 
 @dataclass
@@ -65,50 +70,10 @@ class RunContext:
         return self.engine.spec
 
 
-def parse_options(options_cls, raw: dict[str, Any] | None):
-    """Turn a dict (from JSON, the CLI or the UI) into the Options dataclass, checking names and types."""
-    raw = dict(raw or {})
-    fields = {f.name: f for f in dataclasses.fields(options_cls)}
-    hints = typing.get_type_hints(options_cls)
-    values = {}
-    for key, value in raw.items():
-        if key not in fields:
-            allowed = ", ".join(sorted(fields)) or "none for this algorithm"
-            raise ConfigError(f"options.{key}", value, f"an option of this algorithm ({allowed})")
-        values[key] = _coerce(f"options.{key}", value, hints[key])
-    return options_cls(**values)
-
-
-def _coerce(name: str, value, hint):
-    args = typing.get_args(hint)
-    optional = type(None) in args
-    base = next((a for a in args if a is not type(None)), hint) if args else hint
-    if value is None or (isinstance(value, str) and value.lower() in ("", "none", "null")):
-        if optional:
-            return None
-        raise ConfigError(name, value, f"a {base.__name__}")
-    try:
-        if base is bool:
-            if isinstance(value, str):
-                if value.lower() in ("true", "1", "yes", "on"):
-                    return True
-                if value.lower() in ("false", "0", "no", "off"):
-                    return False
-                raise ValueError
-            return bool(value)
-        if base is int:
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            return int(value)
-        if base is float:
-            return float(value)
-        if base is str:
-            return str(value)
-    except (TypeError, ValueError):
-        pass
-    else:
-        return value
-    raise ConfigError(name, value, f"a {base.__name__}" + (" or none" if optional else ""))
+def parse_options(options_cls, raw: dict[str, Any] | None, *, text: bool = False):
+    """Turn a dict (from JSON, the CLI or the UI) into the Options dataclass through its declared settings."""
+    return parse(options_cls, raw, text=text, prefix="options.", what="an option of this algorithm",
+                 owner="this algorithm")
 
 
 class Algorithm:
@@ -137,8 +102,8 @@ class Algorithm:
         cls.parse_options(cfg.options).check(cfg)
 
     @classmethod
-    def parse_options(cls, raw):
-        return parse_options(cls.Options, raw)
+    def parse_options(cls, raw, *, text: bool = False):
+        return parse_options(cls.Options, raw, text=text)
 
     @property
     def num_models(self) -> int:

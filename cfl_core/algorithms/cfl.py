@@ -99,7 +99,8 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
-from .base import Algorithm, RoundOutcome
+from ..settings import Choice, Interval, setting
+from .base import Algorithm, AlgorithmOptions, RoundOutcome
 
 BIPARTITIONS = ("optimal", "complete")
 # (eps1, eps2) per model family when the options leave them unset: see the module docstring.
@@ -115,34 +116,30 @@ DATASET_EPS = {("fashion-mnist", "cnn"): (0.9, 1.9)}
 
 
 @dataclass(frozen=True)
-class CFLOptions:
-    eps1: float | None = None  # split only when the cluster's mean update norm is below this (None: per model)
-    eps2: float | None = None  # ... and some client's update norm is above this (None: per model)
-    warmup_rounds: int = 5  # no split before this round
-    min_split_size: int = 3  # the paper: a cluster needs more than 2 participants to split
-    gamma_max: float = 0.6  # accept a split only if gamma_max < sqrt((1 - alpha_cross_max) / 2)
-    bipartition: str = "optimal"  # the paper's Algorithm 1; "complete": the authors' code (complete linkage)
-    max_clusters: int | None = None  # stop splitting at this many clusters (None: the run's `models`, or no cap)
-    record_similarity_max: int = 100  # record the round's similarity matrix up to this many participants
-
-    def check(self, cfg) -> None:
-        if self.eps1 is not None and not (self.eps1 > 0 and math.isfinite(self.eps1)):
-            raise ConfigError("options.eps1", self.eps1, "a positive update norm, or none for the model's default")
-        if self.eps2 is not None and not (self.eps2 >= 0 and math.isfinite(self.eps2)):
-            raise ConfigError("options.eps2", self.eps2, "an update norm >= 0 (the paper: between eps1 and 10 x eps1)")
-        if self.warmup_rounds < 0:
-            raise ConfigError("options.warmup_rounds", self.warmup_rounds, "a whole number of rounds >= 0")
-        if self.min_split_size < 3:
-            raise ConfigError("options.min_split_size", self.min_split_size,
-                              "a whole number >= 3 (the paper splits clusters of more than 2 clients)")
-        if not 0 < self.gamma_max <= 1:
-            raise ConfigError("options.gamma_max", self.gamma_max, "a number in (0, 1]")
-        if self.bipartition not in BIPARTITIONS:
-            raise ConfigError("options.bipartition", self.bipartition, f"one of {list(BIPARTITIONS)}")
-        if self.max_clusters is not None and self.max_clusters < 1:
-            raise ConfigError("options.max_clusters", self.max_clusters, "a whole number >= 1, or none for no cap")
-        if self.record_similarity_max < 0:
-            raise ConfigError("options.record_similarity_max", self.record_similarity_max, "a whole number >= 0")
+class CFLOptions(AlgorithmOptions):
+    eps1: float | None = setting(None, Interval(0, low_open=True), label="eps1 (mean update norm)", step=0.05,
+                                 allowed_text="a positive update norm, or none for the model's default",
+                                 help="split only when the cluster's mean update norm is below this")
+    eps2: float | None = setting(None, Interval(0), label="eps2 (largest update norm)", step=0.05,
+                                 allowed_text="an update norm >= 0 (the paper: between eps1 and 10 x eps1), "
+                                              "or none for the model's default",
+                                 help="... and some client's update norm is above this")
+    warmup_rounds: int = setting(5, Interval(0), label="Warm-up rounds", allowed_text="a whole number of rounds >= 0",
+                                 help="no split before this round")
+    min_split_size: int = setting(3, Interval(3), label="Least cluster size to split",
+                                  allowed_text="a whole number >= 3 (the paper splits clusters of more than 2 "
+                                               "clients)",
+                                  help="the paper: a cluster needs more than 2 participants to split")
+    gamma_max: float = setting(0.6, Interval(0, 1, low_open=True), label="gamma max", step=0.05,
+                               help="accept a split only if gamma_max < sqrt((1 - alpha_cross_max) / 2)")
+    bipartition: str = setting("optimal", Choice(BIPARTITIONS), label="Bipartition",
+                               help="optimal: the paper's Algorithm 1; complete: the authors' code (complete "
+                                    "linkage)")
+    max_clusters: int | None = setting(None, Interval(1), label="Most clusters",
+                                       none_means="the run's models, or no cap",
+                                       help="stop splitting at this many clusters")
+    record_similarity_max: int = setting(100, Interval(0), label="Record similarity up to",
+                                         help="record the round's similarity matrix up to this many participants")
 
 
 # -- the split maths (pure functions: unit-tested on their own) ---------------------------------

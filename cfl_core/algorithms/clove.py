@@ -28,6 +28,7 @@ from sklearn.metrics import silhouette_score
 
 from ..engine.seeding import derive_seed
 from ..errors import ConfigError
+from ..settings import Choice, Interval, setting
 from .base import Algorithm, InitOptions, RoundOutcome
 
 FIRST_ASSIGNMENTS = ("random", "evaluation")
@@ -35,30 +36,30 @@ FIRST_ASSIGNMENTS = ("random", "evaluation")
 
 @dataclass(frozen=True)
 class CloveOptions(InitOptions):
-    k: int | None = None  # clusters for KMeans when K is known; None = K-hat (the number of models)
-    unknown_k: bool = False  # choose the number of clusters by silhouette over 1..K-hat each round
-    sqrt_losses: bool = False  # the paper's SLV variant: cluster sqrt(loss) vectors
-    first_assignment: str = "random"  # round 0: random models, or cluster the initial models' losses
-    stable_rounds: int = 3
-    stable_share: float = 1.0
-    min_silhouette: float = 0.5  # unknown K: below this best score the clients form one cluster
-    silhouette_tolerance: float = 0.01  # unknown K: prefer the smallest K within this of the best
+    k: int | None = setting(None, Interval(1), label="Clusters (K)", none_means="K = models",
+                            help="clusters for KMeans when K is known")
+    unknown_k: bool = setting(False, label="Unknown K",
+                              help="choose the number of clusters by silhouette over 1..K-hat each round")
+    sqrt_losses: bool = setting(False, label="Square-root losses (SLV)",
+                                help="the paper's SLV variant: cluster the square roots of the losses")
+    first_assignment: str = setting("random", Choice(FIRST_ASSIGNMENTS), label="First assignment",
+                                    help="round 0: random models, or cluster the initial models' losses")
+    stable_rounds: int = setting(3, Interval(1), label="Stable after (rounds)",
+                                 help="a client is stable once its model has not changed for this many rounds")
+    stable_share: float = setting(1.0, Interval(0, 1, low_open=True), label="Stable share", step=0.05,
+                                  allowed_text="a share in (0, 1]",
+                                  help="clustering stops once this share of the participants is stable")
+    min_silhouette: float = setting(0.5, Interval(-1, 1), label="Least silhouette", step=0.05,
+                                    allowed_text="a silhouette score in [-1, 1]",
+                                    help="unknown K: below this best score the clients form one cluster")
+    silhouette_tolerance: float = setting(0.01, Interval(0), label="Silhouette tolerance", step=0.01,
+                                          help="unknown K: prefer the smallest K within this of the best score")
 
     def check(self, cfg) -> None:
         super().check(cfg)
         k_hat = cfg.models or 0
         if self.k is not None and not 1 <= self.k <= k_hat:
             raise ConfigError("options.k", self.k, f"a number of clusters in [1, models={k_hat}], or none for K = models")
-        if self.first_assignment not in FIRST_ASSIGNMENTS:
-            raise ConfigError("options.first_assignment", self.first_assignment, f"one of {list(FIRST_ASSIGNMENTS)}")
-        if self.stable_rounds < 1:
-            raise ConfigError("options.stable_rounds", self.stable_rounds, "a whole number >= 1")
-        if not 0 < self.stable_share <= 1:
-            raise ConfigError("options.stable_share", self.stable_share, "a share in (0, 1]")
-        if not -1 <= self.min_silhouette <= 1:
-            raise ConfigError("options.min_silhouette", self.min_silhouette, "a silhouette score in [-1, 1]")
-        if self.silhouette_tolerance < 0:
-            raise ConfigError("options.silhouette_tolerance", self.silhouette_tolerance, "a number >= 0")
 
 
 def choose_k(embedding: np.ndarray, k_max: int, seed: int, min_score: float, tolerance: float

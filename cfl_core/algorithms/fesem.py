@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import ConfigError
+from ..settings import Choice, Interval, setting
 from .base import Algorithm, InitOptions, RoundOutcome
 
 FIRST_ASSIGNMENTS = ("random", "distance")
@@ -32,15 +33,12 @@ FIRST_ASSIGNMENTS = ("random", "distance")
 
 @dataclass(frozen=True)
 class FeSEMOptions(InitOptions):
-    first_assignment: str = "random"  # round 0: random centres, or train from the initial model and take the nearest
-    record_distances_max: int = 200  # record the [participants, K] distance matrix up to this many participants
-
-    def check(self, cfg) -> None:
-        super().check(cfg)
-        if self.first_assignment not in FIRST_ASSIGNMENTS:
-            raise ConfigError("options.first_assignment", self.first_assignment, f"one of {list(FIRST_ASSIGNMENTS)}")
-        if self.record_distances_max < 0:
-            raise ConfigError("options.record_distances_max", self.record_distances_max, "a whole number >= 0")
+    first_assignment: str = setting("random", Choice(FIRST_ASSIGNMENTS), label="First assignment",
+                                    help="round 0: random centres, or train from the initial model and take the "
+                                         "nearest")
+    record_distances_max: int = setting(200, Interval(0), label="Record distances up to",
+                                        help="record the [participants, K] distance matrix up to this many "
+                                             "participants")
 
 
 def nearest_centre(trained: torch.Tensor, centres: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

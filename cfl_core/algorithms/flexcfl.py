@@ -59,43 +59,37 @@ from scipy.stats import wasserstein_distance
 from ..engine.seeding import derive_seed
 from ..errors import ConfigError
 from ..dynamics import newcomer_count
-from .base import Algorithm, RoundOutcome
+from ..settings import Choice, Interval, setting
+from .base import Algorithm, AlgorithmOptions, RoundOutcome
 
 MEASURES = ("edc", "madc")
 INTER_GROUP = ("updates", "models")
 
 
 @dataclass(frozen=True)
-class FedGroupOptions:
-    alpha: float = 20.0  # group cold start pre-trains alpha x m clients (every present client if fewer)
-    pretrain_epochs: int = 5  # local epochs of a cold-start pre-training from the initial model
-    measure: str = "edc"  # edc: KMeans++ on EDC features; madc: complete linkage on MADC
-    eta_g: float = 0.0  # inter-group aggregation rate; 0 = pluralistic (no mixing)
-    inter_group: str = "updates"  # updates: the papers' form; models: the authors' code
-
-    def check(self, cfg) -> None:
-        if not (self.alpha > 0 and math.isfinite(self.alpha)):
-            raise ConfigError("options.alpha", self.alpha, "a positive number (alpha x models clients pre-train)")
-        if self.pretrain_epochs < 1:
-            raise ConfigError("options.pretrain_epochs", self.pretrain_epochs, "a whole number of epochs >= 1")
-        if self.measure not in MEASURES:
-            raise ConfigError("options.measure", self.measure, f"one of {list(MEASURES)}")
-        if not (self.eta_g >= 0 and math.isfinite(self.eta_g)):
-            raise ConfigError("options.eta_g", self.eta_g, "a rate >= 0 (0: no inter-group aggregation)")
-        if self.inter_group not in INTER_GROUP:
-            raise ConfigError("options.inter_group", self.inter_group, f"one of {list(INTER_GROUP)}")
+class FedGroupOptions(AlgorithmOptions):
+    alpha: float = setting(20.0, Interval(0, low_open=True), label="Cold-start clients (alpha x models)", step=1.0,
+                           allowed_text="a positive number (alpha x models clients pre-train)",
+                           help="group cold start pre-trains alpha x m clients (every present client if fewer)")
+    pretrain_epochs: int = setting(5, Interval(1), label="Pre-training epochs",
+                                   allowed_text="a whole number of epochs >= 1",
+                                   help="local epochs of a cold-start pre-training from the initial model")
+    measure: str = setting("edc", Choice(MEASURES), label="Measure",
+                           help="edc: KMeans++ on EDC features; madc: complete linkage on MADC")
+    eta_g: float = setting(0.0, Interval(0), label="Inter-group rate (eta_g)", step=0.05,
+                           allowed_text="a rate >= 0 (0: no inter-group aggregation)",
+                           help="inter-group aggregation rate; 0 = pluralistic groups (no mixing)")
+    inter_group: str = setting("updates", Choice(INTER_GROUP), label="Inter-group form",
+                               help="updates: the papers' form; models: the authors' code")
 
 
 @dataclass(frozen=True)
 class FlexCFLOptions(FedGroupOptions):
-    migration: bool = True  # cold-start again the clients whose label distribution moved
-    shift_threshold: float = 0.2  # earth mover's distance that counts as moved (0.2 = 20% of the data)
-
-    def check(self, cfg) -> None:
-        super().check(cfg)
-        if not (self.shift_threshold > 0 and math.isfinite(self.shift_threshold)):
-            raise ConfigError("options.shift_threshold", self.shift_threshold,
-                              "a positive earth mover's distance (0.2 = 20% of the data moved)")
+    migration: bool = setting(True, label="Migration",
+                              help="cold-start again the clients whose label distribution moved")
+    shift_threshold: float = setting(0.2, Interval(0, low_open=True), label="Shift threshold", step=0.05,
+                                     allowed_text="a positive earth mover's distance (0.2 = 20% of the data moved)",
+                                     help="earth mover's distance that counts as moved (0.2 = 20% of the data)")
 
 
 # -- measures (pure functions, tested on their own) ------------------------------------------------

@@ -6,11 +6,10 @@ import json
 import os
 from collections import Counter
 
-from ..data import SOURCES, dataset_info, load_dataset
-from ..partition import PARTITION_HELP, WITHIN_SPLITS, PartitionConfig, build_partition
-
-DEFAULTS = PartitionConfig(dataset="digits")
-
+from ..data import dataset_info, load_dataset
+from ..partition import PARTITION_HELP, PartitionConfig, build_partition
+from ..settings import settings_of
+from .flags import add_setting_flags
 
 # Names are checked by PartitionConfig.validate (not argparse choices) so that a bad
 # name fails with the same one-line message as every other bad value.
@@ -26,26 +25,8 @@ def register(subparsers) -> None:
         epilog="partitions:\n" + "\n".join(f"  {name:15} {text}" for name, text in PARTITION_HELP.items()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_setting_flags(parser, settings_of(PartitionConfig), required=("dataset",))
     add = parser.add_argument
-    add("--dataset", required=True, metavar="D", help="data source: " + ", ".join(SOURCES))
-    add("--partition", default=DEFAULTS.partition, metavar="P",
-        help=f"cluster structure (default {DEFAULTS.partition}; see the list below)")
-    add("--clusters", type=int, default=DEFAULTS.clusters, metavar="K", help=f"true clusters (default {DEFAULTS.clusters})")
-    add("--clients-per-cluster", type=int, default=DEFAULTS.clients_per_cluster, metavar="N",
-        help=f"clients in each cluster (default {DEFAULTS.clients_per_cluster})")
-    add("--samples-per-client", type=int, default=DEFAULTS.samples_per_client, metavar="S",
-        help=f"mean training samples per client (default {DEFAULTS.samples_per_client})")
-    add("--test-samples-per-client", type=int, default=None, metavar="T",
-        help="test samples per client (default max(10, S // 2))")
-    add("--within", default=DEFAULTS.within, metavar="W",
-        help=f"split inside a cluster, flwr-datasets names: {', '.join(WITHIN_SPLITS)} (default {DEFAULTS.within})")
-    add("--alpha", type=float, default=DEFAULTS.alpha, metavar="A",
-        help=f"Dirichlet concentration for --within dirichlet; smaller = more skewed (default {DEFAULTS.alpha})")
-    add("--num-classes-per-partition", type=int, default=DEFAULTS.num_classes_per_partition, metavar="C",
-        help=f"labels per client for --within pathological (default {DEFAULTS.num_classes_per_partition})")
-    add("--quantity-skew", type=float, default=DEFAULTS.quantity_skew, metavar="Q",
-        help="0 = equal client sizes; > 0 = power-law exponent of client sizes, mean kept at S (default 0)")
-    add("--seed", type=int, default=DEFAULTS.seed, metavar="X", help=f"random seed (default {DEFAULTS.seed})")
     add("--out", required=True, metavar="DIR", help="folder to write partition.json into (created if missing)")
     add("--data-dir", default=None, help="a folder searched before $CFL_DATA_DIR and ./data")
     add("--download", action="store_true", help="fetch a missing file source with torchvision (needs a network)")
@@ -53,19 +34,9 @@ def register(subparsers) -> None:
 
 
 def config_from_args(args) -> PartitionConfig:
-    return PartitionConfig(
-        dataset=args.dataset,
-        partition=args.partition,
-        clusters=args.clusters,
-        clients_per_cluster=args.clients_per_cluster,
-        samples_per_client=args.samples_per_client,
-        test_samples_per_client=args.test_samples_per_client,
-        within=args.within,
-        alpha=args.alpha,
-        num_classes_per_partition=args.num_classes_per_partition,
-        quantity_skew=args.quantity_skew,
-        seed=args.seed,
-    )
+    declared = settings_of(PartitionConfig)
+    given = {name: getattr(args, name) for name in declared if getattr(args, name, None) is not None}
+    return PartitionConfig(**{name: declared[name].coerce(text, text=True) for name, text in given.items()})
 
 
 def summary_lines(partition) -> list[str]:

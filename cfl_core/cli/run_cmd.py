@@ -2,77 +2,16 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 
 from ..config import ExperimentConfig, load_config_file
 from ..errors import ConfigError
-
-# Fields settable from the command line, with their flag help. Types come from the dataclass.
-EXPERIMENT_FLAGS = {
-    "dataset": "data source (see `python -m cfl_core datasets`)",
-    "partition": "cluster structure: label-skew-1..4, feature-skew, concept-shift, iid, linear-mixture",
-    "clusters": "number of true clusters K",
-    "clients_per_cluster": "clients in each true cluster",
-    "samples_per_client": "training samples per client",
-    "test_samples_per_client": "test samples per client (default: half the training samples, at least 10)",
-    "within": "split inside a cluster: iid, dirichlet or pathological",
-    "alpha": "Dirichlet concentration for --within dirichlet",
-    "num_classes_per_partition": "labels per client for --within pathological",
-    "quantity_skew": "power-law exponent of client sizes (0 = equal sizes)",
-    "algorithm": "clove, ifca, fedavg, local, oracle, ...",
-    "models": "K-hat: number of models the algorithm keeps",
-    "init": "initial models: different, same, or restarts",
-    "rounds": "communication rounds",
-    "participation": "fraction of clients taking part each round, in (0, 1]",
-    "local_epochs": "local epochs per round",
-    "batch_size": "local minibatch size",
-    "lr": "learning rate",
-    "optimizer": "sgd (with momentum) or adam; state is reset every round",
-    "momentum": "SGD momentum",
-    "aggregation": "model (average models, Option I) or gradient (average gradients, Option II)",
-    "model": "model family: mlp, cnn, logreg, linreg, autoencoder (default: per data set)",
-    "unsupervised": "train an autoencoder without labels (true/false)",
-    "shift": "client distribution shift between rounds: none, swap-all, swap-part, incremental",
-    "newcomer_share": "share of clients held back until --newcomer-round",
-    "newcomer_round": "round at which held-back clients join",
-    "seed": "random seed (same seed, same records)",
-    "device": "auto (CUDA when present), cpu or cuda",
-}
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def _typed(kind):
-    def parse(text: str):
-        if text.lower() in ("none", "null", ""):
-            return None
-        try:
-            return kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
-
-    return parse
-
+from ..settings import settings_of
+from .flags import add_setting_flags, key_values
 
 def add_experiment_flags(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
-    defaults = ExperimentConfig()
-    for field in dataclasses.fields(ExperimentConfig):
-        if field.name not in EXPERIMENT_FLAGS or field.name in skip:
-            continue
-        default = getattr(defaults, field.name)
-        hint = str(field.type)
-        kind = _parse_bool if "bool" in hint else _typed(int) if "int" in hint else _typed(float) if "float" in hint else str
-        parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, type=kind, default=None,
-                            help=f"{EXPERIMENT_FLAGS[field.name]} (default: {default})")
+    add_setting_flags(parser, settings_of(ExperimentConfig), skip)
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="an algorithm option, e.g. --option stable_rounds=3 (repeatable)")
     parser.add_argument("--shift-option", action="append", default=[], metavar="KEY=VALUE",
@@ -80,25 +19,32 @@ def add_experiment_flags(parser: argparse.ArgumentParser, skip: tuple[str, ...] 
     parser.add_argument("--config", help="a JSON file of config fields; flags given override it")
 
 
-def _key_values(items: list[str], flag: str) -> dict:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(flag, item, "KEY=VALUE")
-        key, value = item.split("=", 1)
-        out[key.strip()] = value.strip()
-    return out
-
-
 def config_from_args(args: argparse.Namespace, validate: bool = True, **overrides) -> ExperimentConfig:
+    """The config file (if any), then the flags given, then `overrides`; option texts typed by their settings."""
+    from ..algorithms import ALGORITHMS
+    from ..dynamics import SHIFTS
+
     base = load_config_file(args.config) if getattr(args, "config", None) else ExperimentConfig()
-    changes = {name: getattr(args, name) for name in EXPERIMENT_FLAGS
-               if getattr(args, name, None) is not None}
-    options = dict(base.options)
-    options.update(_key_values(args.option, "--option"))
-    shift_options = dict(base.shift_options)
-    shift_options.update(_key_values(args.shift_option, "--shift-option"))
-    config = base.replace(**{**changes, "options": options, "shift_options": shift_options, **overrides})
+    flags = {name: getattr(args, name) for name, s in settings_of(ExperimentConfig).items()
+             if s.flag and getattr(args, name, None) is not None}
+    config = base.replace(**ExperimentConfig.coerce_values(flags, text=True), **overrides)
+    options = key_values(getattr(args, "option", []), "--option")
+    if options:
+        algo = ALGORITHMS.get(config.algorithm)
+        if algo is not None:  # an unknown algorithm is refused by validate() with the list of names
+            typed = algo.parse_options(options, text=True)
+            options = {k: getattr(typed, k) for k in options}
+    shift_options = key_values(getattr(args, "shift_option", []), "--shift-option")
+    if shift_options:
+        if config.shift == "none":
+            raise ConfigError("--shift-option", ",".join(getattr(args, "shift_option", [])),
+                              "only with a distribution shift (--shift swap-all, swap-part or incremental)")
+        shift = SHIFTS.get(config.shift)
+        if shift is not None:
+            typed = shift.parse(shift_options, text=True)
+            shift_options = {k: getattr(typed, k) for k in shift_options}
+    config = config.replace(options={**config.options, **options},
+                            shift_options={**config.shift_options, **shift_options})
     if validate:
         config.validate()
     return config

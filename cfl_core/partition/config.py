@@ -10,25 +10,45 @@ from ..data.base import REGRESSION, DatasetInfo
 from ..data.registry import SOURCES
 from ..errors import ConfigError
 from .plan import fits, max_samples_per_client, train_counts
+from ..settings import Choice, Interval, check_values, setting
 from .structures import PARTITIONS, check_structure, cluster_transforms, cluster_weights, label_supports
 
 # Flower (flwr-datasets) names for the split inside a cluster.
 WITHIN_SPLITS = ("iid", "dirichlet", "pathological")
 
 
+def _source_names():
+    return SOURCES
+
+
 @dataclass(frozen=True)
 class PartitionConfig:
-    dataset: str
-    partition: str = "feature-skew"
-    clusters: int = 4
-    clients_per_cluster: int = 5
-    samples_per_client: int = 60
-    test_samples_per_client: int | None = None  # None: max(10, samples_per_client // 2)
-    within: str = "iid"
-    alpha: float = 0.5  # Dirichlet concentration (within="dirichlet")
-    num_classes_per_partition: int = 2  # labels per client (within="pathological")
-    quantity_skew: float = 0.0  # 0: equal sizes; > 0: power-law exponent, mean kept
-    seed: int = 0
+    """Which clients exist: every field here defines the clients (ExperimentConfig shares these declarations)."""
+
+    dataset: str = setting("digits", Choice(_source_names), label="Data set",
+                           help="data source (see `python -m cfl_core datasets`)", group="data")
+    partition: str = setting("feature-skew", Choice(PARTITIONS), label="Cluster structure",
+                             help="what makes the true clusters differ (CLoVE's structures)", group="data")
+    clusters: int = setting(4, Interval(1), label="True clusters",
+                            help="how many groups of clients share a distribution", group="data")
+    clients_per_cluster: int = setting(5, Interval(1), label="Clients per cluster",
+                                       help="clients in each true cluster", group="data")
+    samples_per_client: int = setting(60, Interval(1), label="Samples per client",
+                                      help="training samples of each client", group="data")
+    test_samples_per_client: int | None = setting(
+        None, Interval(1), label="Test samples per client", group="data", advanced=True,
+        none_means="half the training samples, at least 10", help="test samples of each client")
+    within: str = setting("iid", Choice(WITHIN_SPLITS), label="Split inside a cluster", group="data",
+                          advanced=True, help="flwr-datasets names: iid, dirichlet (alpha), pathological")
+    alpha: float = setting(0.5, Interval(0, low_open=True), label="Dirichlet alpha", group="data", advanced=True,
+                           step=0.1, help="Dirichlet concentration for within=dirichlet; smaller = more uneven labels")
+    num_classes_per_partition: int = setting(2, Interval(1), label="Labels per client (pathological)",
+                                             group="data", advanced=True,
+                                             help="labels per client for within=pathological")
+    quantity_skew: float = setting(0.0, Interval(0), label="Quantity skew", group="data", advanced=True, step=0.1,
+                                   help="0 = equal client sizes; > 0 = power-law exponent of client sizes")
+    seed: int = setting(0, Interval(0), label="Seed", group="training",
+                        help="random seed: same seed = same data, same initial models, same run")
 
     @property
     def num_clients(self) -> int:
@@ -43,8 +63,9 @@ class PartitionConfig:
     def validate(self, info: DatasetInfo) -> None:
         """ConfigError (naming parameter, value and what is allowed) for any request
         that cannot work on this source. Cheap: uses only the static facts in `info`."""
-        _check_names(self, info)
-        _check_numbers(self)
+        check_values(self)
+        if info.name != self.dataset:
+            raise ConfigError("dataset", self.dataset, f"the same source as the data given ({info.name})")
         check_structure(self.partition, self.clusters, info)
         _check_within(self, info)
         _check_capacity(self, info)
@@ -61,40 +82,6 @@ def pool_supply(info: DatasetInfo, split: str = "train") -> np.ndarray:
     if counts:
         return np.asarray(counts, dtype=np.int64)
     return np.full(info.num_classes, total // max(1, info.num_classes), dtype=np.int64)
-
-
-def _check_names(cfg: PartitionConfig, info: DatasetInfo) -> None:
-    if cfg.dataset not in SOURCES:
-        raise ConfigError("dataset", cfg.dataset, "one of " + ", ".join(SOURCES))
-    if info.name != cfg.dataset:
-        raise ConfigError("dataset", cfg.dataset, f"the same source as the data given ({info.name})")
-    if cfg.partition not in PARTITIONS:
-        raise ConfigError("partition", cfg.partition, "one of " + ", ".join(PARTITIONS))
-    if cfg.within not in WITHIN_SPLITS:
-        raise ConfigError("within", cfg.within, "one of " + ", ".join(WITHIN_SPLITS))
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def _check_numbers(cfg: PartitionConfig) -> None:
-    for name in ("clusters", "clients_per_cluster", "samples_per_client", "num_classes_per_partition"):
-        value = getattr(cfg, name)
-        if not _is_int(value) or value < 1:
-            raise ConfigError(name, value, "a whole number of at least 1")
-    t = cfg.test_samples_per_client
-    if t is not None and (not _is_int(t) or t < 1):
-        raise ConfigError("test_samples_per_client", t, "a whole number of at least 1 (or unset)")
-    if not _is_int(cfg.seed) or cfg.seed < 0:
-        raise ConfigError("seed", cfg.seed, "a whole number of at least 0")
-    if isinstance(cfg.alpha, bool) or not isinstance(cfg.alpha, (int, float)) or not (
-        math.isfinite(cfg.alpha) and cfg.alpha > 0
-    ):
-        raise ConfigError("alpha", cfg.alpha, "a finite number greater than 0")
-    q = cfg.quantity_skew
-    if isinstance(q, bool) or not isinstance(q, (int, float)) or not (math.isfinite(q) and q >= 0):
-        raise ConfigError("quantity_skew", q, "a finite number of at least 0 (0 = equal client sizes)")
 
 
 def _check_within(cfg: PartitionConfig, info: DatasetInfo) -> None:
