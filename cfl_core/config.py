@@ -163,7 +163,7 @@ class ExperimentConfig:
     def validate(self) -> None:
         """Raise ConfigError for the first field that cannot work; cheap (loads no data)."""
         from .algorithms import ALGORITHMS
-        from .data import dataset_info
+        from .data import data_source, dataset_info
         from .dynamics import validate_dynamics
         from .engine.federation import resolve_device
 
@@ -171,10 +171,8 @@ class ExperimentConfig:
         resolve_device(self.device)  # `cuda` without a GPU fails here, before any data is built
         info = dataset_info(self.dataset)
         self.partition_config().validate(info)
-        if self.unsupervised and not info.is_image:
+        if self.unsupervised and not data_source(self.dataset).supports_unsupervised:
             raise ConfigError("unsupervised", self.unsupervised, "true only for image data sets (the autoencoder)")
-        if self.unsupervised and self.dataset == "synthetic-linear":
-            raise ConfigError("unsupervised", self.unsupervised, "false for synthetic-linear")
         # the autoencoder is the unsupervised model and only that: a classifier would read the labels
         if self.unsupervised and self.model not in (None, "autoencoder"):
             raise ConfigError("model", self.model, "autoencoder (or empty) when unsupervised is true: "

@@ -2,7 +2,7 @@
 
 Newcomers: a share of clients (spread over all clusters) is held back until
 `newcomer_round`; each algorithm places them by its own rule when they join.
-Distribution shifts (FlexCFL's simulations) are registered in SHIFTS: a class
+Distribution shifts (FlexCFL's simulations) are listed in shifts.SHIFTS: a class
 built as `Shift(config, federation, true_clusters)` whose `apply(round)` moves
 data between clients in place (and updates `true_clusters` so that ARI follows
 the data) and returns a JSON-able dict for the round's record extras; and a
@@ -13,10 +13,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .errors import ConfigError
 from .engine.seeding import numpy_rng
-
-SHIFTS: dict[str, object] = {"none": None}
+from .errors import ConfigError
+from .shifts import SHIFTS  # the experiment and the dashboard import the registry from here too
 
 
 def validate_dynamics(cfg) -> None:
@@ -58,6 +57,3 @@ def join_rounds(cfg, clusters: torch.Tensor) -> torch.Tensor:
                 chosen.append(members.pop())
     joins[torch.tensor(chosen)] = cfg.newcomer_round
     return joins
-
-
-from . import shifts as _shifts  # noqa: E402,F401  (registers swap-all, swap-part, incremental in SHIFTS)

@@ -4,7 +4,8 @@ A run folder holds `config.json` (written first), `partition.json`, `meta.json`,
 `rounds.jsonl` (one JSON line per finished round, flushed at once) and
 `summary.json` (at the end). A run that stops or crashes keeps every finished
 round and loads back into the same objects. Loading is plain JSON: nothing is
-ever unpickled.
+ever unpickled. `walk_run_folders` is the one walk over a runs folder (the
+dashboard's listing builds on it).
 """
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
+
+from .jsonio import write_json_atomic
 
 FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
 UNFINISHED = "unfinished"  # no summary.json yet: running elsewhere, or the process died
 ARI_TARGET = 0.9
+CONFIG_FILE = "config.json"  # the file that makes a folder a run folder
 
 
 def _clean(value):
@@ -97,9 +101,7 @@ class RunWriter:
         self._rounds = None
 
     def write_json(self, name: str, data: Any) -> None:
-        tmp = self.folder / f".{name}.tmp"
-        tmp.write_text(json.dumps(_clean(data), sort_keys=True, indent=1), encoding="utf-8")
-        os.replace(tmp, self.folder / name)  # atomic: readers never see half a file
+        write_json_atomic(self.folder / name, _clean(data))
 
     def append(self, record: RoundRecord) -> None:
         if self._rounds is None:
@@ -163,10 +165,39 @@ def load_run(folder: str | os.PathLike) -> SavedRun:
     return SavedRun(folder, config, records, summary, meta, optional("partition.json"))
 
 
+def walk_run_folders(root: str | os.PathLike, *, markers: tuple[str, ...] = (CONFIG_FILE,), max_depth: int = 1,
+                     accept: Callable[[str], bool] | None = None) -> Iterator[tuple[tuple[str, ...], Path, str]]:
+    """(parts relative to root, folder, marker) for every folder under root holding one of the marker files.
+
+    The first marker a folder holds is the one reported (the dashboard lists ui.json before
+    config.json). Looks at most max_depth levels down, never descends into a folder it reports
+    nor through a symlink, skips the names `accept` refuses, and passes over what it cannot read.
+    The order is the file system's: callers sort.
+    """
+    stack = [(Path(root), ())]
+    while stack:
+        folder, parts = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for e in entries:
+            if accept is not None and not accept(e.name):
+                continue
+            try:
+                if not e.is_dir():
+                    continue
+                rel = (*parts, e.name)
+                marker = next((m for m in markers if os.path.isfile(os.path.join(e.path, m))), None)
+                if marker is not None:
+                    yield rel, Path(e.path), marker
+                elif len(rel) < max_depth and not e.is_symlink():
+                    stack.append((Path(e.path), rel))
+            except OSError:
+                continue
+
+
 def list_runs(root: str | os.PathLike) -> list[Path]:
-    """Run folders under root, newest first."""
-    root = Path(root)
-    if not root.exists():
-        return []
-    runs = [p for p in root.iterdir() if (p / "config.json").exists()]
-    return sorted(runs, key=lambda p: (p / "config.json").stat().st_mtime, reverse=True)
+    """Run folders directly under root, newest first."""
+    runs = [folder for _, folder, _ in walk_run_folders(root)]
+    return sorted(runs, key=lambda p: (p / CONFIG_FILE).stat().st_mtime, reverse=True)

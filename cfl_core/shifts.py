@@ -32,7 +32,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .dynamics import SHIFTS
 from .engine.seeding import numpy_rng
 from .errors import ConfigError
 from .settings import Interval, parse, setting
@@ -297,4 +296,5 @@ class Incremental(_Shift):
         return {"shift_events": [{"kind": self.name, "fraction": fraction, "train_samples": total}]}
 
 
-SHIFTS.update({cls.name: cls for cls in (SwapAll, SwapPart, Incremental)})
+# The registry: name -> shift class ("none": no shift), built here from the shifts' own names.
+SHIFTS: dict[str, type[_Shift] | None] = {"none": None, **{cls.name: cls for cls in (SwapAll, SwapPart, Incremental)}}

@@ -36,13 +36,11 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from .paths import runs_dir
+from .paths import UI_FILE, runs_dir
 from .snapshots import (  # noqa: F401  (pages import the statuses and UnitSpec from here too)
     FAILED, FINISHED, LIVE, LOCKSTEP, PAUSED, PENDING, QUEUED, RUNNING, SEQUENTIAL, STOPPED, JobSnapshot,
     UnitSnapshot, UnitSpec,
 )
-
-UI_FILE = "ui.json"
 
 MAX_RUNNING_ENV = "CFL_UI_MAX_JOBS"
 SWITCH_INTERVAL = 1e-4  # seconds; see JobManager.__init__

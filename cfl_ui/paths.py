@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 RUNS_ENV = "CFL_RUNS_DIR"
+UI_FILE = "ui.json"  # what the dashboard writes beside the core's files in a job folder (jobs writes, store reads)
 _PART = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,120}"
 MAX_PARTS = 8
 PART_RE = re.compile(rf"^{_PART}$")

@@ -15,36 +15,34 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import os
 import shutil
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .jobs import UI_FILE
+from cfl_core import jsonio
+from cfl_core.jsonio import read_json
+from cfl_core.records import CONFIG_FILE, walk_run_folders
+
+from .paths import UI_FILE, parse_ref, valid_part
 from .snapshots import (ELSEWHERE, FAILED, FINISHED, INTERRUPTED, LIVE, PENDING, STOPPED, JobSnapshot,
                         UnitSnapshot)
-from .paths import parse_ref, valid_part
 
 STILL_WRITING_SECONDS = 45.0  # an unfinished run whose rounds.jsonl changed this recently is still running
 MAX_DEPTH = 6  # how deep under the runs folder the listing looks for run folders
-CONFIG_FILE = "config.json"
 
 
 def write_json_atomic(path: Path, data) -> None:
+    """The core's atomic writer for the dashboard's files: the job folder is made when missing (ui.json
+    can come before any run file), and what JSON cannot hold is written as its str()."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    jsonio.write_json_atomic(path, data, default=str)
 
 
-def read_json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
+def _listable(name: str) -> bool:
+    """A folder name the listing may show: not hidden, and one a run reference can carry."""
+    return not name.startswith(".") and valid_part(name)
 
 
 def _stamp(folder: Path) -> tuple:
@@ -124,20 +122,7 @@ def load_unit(folder: Path, ref: str, name: str = "", label: str = "", tags: dic
 
 def _child_runs(folder: Path) -> list[Path]:
     """The run folders (with config.json) directly inside folder, sorted by name."""
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
-        return []
-    out = []
-    for e in entries:
-        if e.name.startswith(".") or not valid_part(e.name):
-            continue
-        try:
-            if e.is_dir() and os.path.isfile(os.path.join(e.path, CONFIG_FILE)):
-                out.append(Path(e.path))
-        except OSError:
-            continue
-    return out
+    return sorted((run for _, run, _ in walk_run_folders(folder, accept=_listable)), key=lambda p: p.name)
 
 
 def folder_kind(folder: Path) -> str | None:
@@ -242,30 +227,12 @@ def _summary_row(folder: Path) -> tuple[dict, dict]:
 def _walk(root: Path):
     """(relative parts, folder, "job" | "run") for every dashboard job and CLI run folder under root.
 
-    Looks at most MAX_DEPTH levels down, skips hidden folders and names a reference cannot carry,
-    and never descends into a job or run folder (nor through a symlink)."""
-    stack = [(root, ())]
-    while stack:
-        folder, parts = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for e in entries:
-            if e.name.startswith(".") or not valid_part(e.name):
-                continue
-            try:
-                if not e.is_dir():
-                    continue
-                rel = (*parts, e.name)
-                if os.path.isfile(os.path.join(e.path, UI_FILE)):
-                    yield rel, Path(e.path), "job"
-                elif os.path.isfile(os.path.join(e.path, CONFIG_FILE)):
-                    yield rel, Path(e.path), "run"
-                elif len(rel) < MAX_DEPTH and not e.is_symlink():
-                    stack.append((Path(e.path), rel))
-            except OSError:
-                continue
+    The core's walk (cfl_core.records.walk_run_folders): at most MAX_DEPTH levels down, skipping
+    hidden folders and names a reference cannot carry, never descending into a job or run folder
+    (nor through a symlink). A folder with ui.json is a job even when it also holds config.json."""
+    kinds = {UI_FILE: "job", CONFIG_FILE: "run"}
+    for rel, folder, marker in walk_run_folders(root, markers=tuple(kinds), max_depth=MAX_DEPTH, accept=_listable):
+        yield rel, folder, kinds[marker]
 
 
 def _row(ref: str, job: str, kind: str, title: str, unit_folder: Path, config: dict, summary: dict, status: str,

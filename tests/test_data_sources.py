@@ -1,12 +1,19 @@
-"""Bundled and synthetic sources, the registry, static info and caching."""
+"""Bundled and synthetic sources, the registry and its source records, static info and caching."""
+import dataclasses
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
-from cfl_core.data import SOURCES, dataset_info, load_dataset, source_status
+from cfl_core.config import ExperimentConfig
+from cfl_core.data import (DATA_SOURCES, SOURCES, DataSource, Dataset, DatasetInfo, LinearMixture, Located,
+                           SourceStatus, data_source, dataset_info, download_source, load_dataset, source_status)
 from cfl_core.data import registry
 from cfl_core.data.synthetic import LINEAR_DIM, draw_thetas
-from cfl_core.errors import ConfigError
+from cfl_core.errors import ConfigError, DataUnavailable
+from cfl_core.experiment import Experiment
+from cfl_core.partition.structures import check_structure, cluster_transforms
 
 
 def test_source_names():
@@ -100,3 +107,114 @@ def test_source_status_covers_every_source():
         assert (s.location is not None) == s.available
     bundled = {s.name: s for s in statuses}
     assert all(bundled[n].available for n in ("digits", "synthetic-linear", "synthetic-blobs"))
+
+
+# -- the source records ------------------------------------------------------------------
+def test_every_source_is_one_record_under_its_own_name():
+    assert list(DATA_SOURCES) == list(SOURCES)
+    for name, source in DATA_SOURCES.items():
+        assert isinstance(source, DataSource) and source.name == name and data_source(name) is source
+        assert source.info.name == name and dataset_info(name) is source.info and source.description
+        # a file source says where it looks and what to do when its files are missing; a built-in one needs neither
+        assert source.file_based == (source.locate is not None) == (source.download is not None) == bool(source.how_to_get)
+        assert source.image_shape == (source.info.input_shape if len(source.info.input_shape) == 3 else None)
+    assert [n for n, s in DATA_SOURCES.items() if s.file_based] == ["fashion-mnist", "mnist", "cifar10"]
+    assert [n for n, s in DATA_SOURCES.items() if s.seeded] == ["synthetic-linear", "synthetic-blobs"]
+    assert [n for n, s in DATA_SOURCES.items() if s.supports_unsupervised] == ["digits", "fashion-mnist", "mnist",
+                                                                              "cifar10"]
+    assert [n for n, s in DATA_SOURCES.items() if s.linear_mixture] == ["synthetic-linear"]
+    assert data_source("cifar10").image_shape == (3, 32, 32) and data_source("synthetic-blobs").image_shape is None
+    with pytest.raises(ConfigError, match="dataset='nope'"):
+        data_source("nope")
+
+
+def _tiny_source(**traits) -> DataSource:
+    """A new data set as a module would declare it: 3-d vectors in two classes, drawn from the seed."""
+    info = DatasetInfo("tiny", "classification", (3,), 2, 40, 20, (20, 20), (10, 10))
+
+    def load(_key, seed):
+        gen = torch.Generator().manual_seed(seed)
+        y_train, y_test = torch.arange(40) % 2, torch.arange(20) % 2
+        x_train = torch.randn(40, 3, generator=gen) + 3 * y_train[:, None]
+        x_test = torch.randn(20, 3, generator=gen) + 3 * y_test[:, None]
+        return Dataset(info, x_train, y_train, x_test, y_test, extras={"seed": seed})
+
+    return DataSource("tiny", "two tiny blobs", info, load, **traits)
+
+
+def test_a_new_source_is_one_record_in_the_registry(monkeypatch):
+    monkeypatch.setitem(DATA_SOURCES, "tiny", _tiny_source(seeded=True))
+    registry._load_cached.cache_clear()
+    try:
+        assert dataset_info("tiny").n_train == 40
+        a, b = load_dataset("tiny", seed=1), load_dataset("tiny", seed=2)
+        assert a is load_dataset("tiny", seed=1) and not torch.equal(a.x_train, b.x_train)  # cached, seeded
+        assert [s for s in source_status() if s.name == "tiny"] == [SourceStatus("tiny", True, "two tiny blobs", "",
+                                                                                 "built in")]
+        download_source("tiny")  # a built-in source has nothing to fetch
+        monkeypatch.setitem(DATA_SOURCES, "tiny", _tiny_source())
+        registry._load_cached.cache_clear()
+        assert torch.equal(load_dataset("tiny", seed=1).x_train, load_dataset("tiny", seed=2).x_train)  # unseeded
+    finally:
+        registry._load_cached.cache_clear()
+
+
+def test_a_file_source_is_located_loaded_and_explained_through_its_record(monkeypatch, tmp_path):
+    calls = []
+
+    def locate(data_dir):
+        found = data_dir if data_dir and (Path(data_dir) / "tiny.bin").exists() else None
+        return Located(found, found, [str(data_dir)])
+
+    def download(data_dir):
+        calls.append(data_dir)
+        (Path(data_dir) / "tiny.bin").write_text("")
+
+    base = _tiny_source()
+    monkeypatch.setitem(DATA_SOURCES, "tiny", DataSource(
+        "tiny", base.description, base.info, lambda key, seed: base.load(key, 0), locate=locate, download=download,
+        how_to_get="put tiny.bin in the data folder"))
+    registry._load_cached.cache_clear()
+    try:
+        status = [s for s in source_status(str(tmp_path)) if s.name == "tiny"][0]
+        assert (status.available, status.how_to_get, status.location) == (False, "put tiny.bin in the data folder", None)
+        with pytest.raises(DataUnavailable, match="put tiny.bin"):
+            load_dataset("tiny", data_dir=str(tmp_path))
+        assert load_dataset("tiny", data_dir=str(tmp_path), download=True).info.name == "tiny"
+        assert calls == [str(tmp_path)]
+        status = [s for s in source_status(str(tmp_path)) if s.name == "tiny"][0]
+        assert (status.available, status.how_to_get, status.location) == (True, "", str(tmp_path))
+    finally:
+        registry._load_cached.cache_clear()
+
+
+def test_validation_and_partitions_read_the_traits_not_the_names(monkeypatch):
+    cfg = dict(dataset="digits", partition="feature-skew", unsupervised=True, model="autoencoder", device="cpu",
+               models=4)
+    ExperimentConfig(**cfg).validate()
+    digits = data_source("digits")
+    monkeypatch.setitem(DATA_SOURCES, "digits", dataclasses.replace(digits, supports_unsupervised=False))
+    with pytest.raises(ConfigError, match="true only for image data sets"):
+        ExperimentConfig(**cfg).validate()
+    # linear-mixture follows the trait: refused on digits, and its message names the sources that have it
+    with pytest.raises(ConfigError, match="linear-mixture needs dataset synthetic-linear"):
+        check_structure("linear-mixture", 4, dataset_info("digits"))
+    mixture = LinearMixture(noise_sigma=0.5, min_separation=0.2)
+    monkeypatch.setitem(DATA_SOURCES, "digits", dataclasses.replace(digits, linear_mixture=mixture))
+    check_structure("linear-mixture", 4, dataset_info("digits"))
+    transforms, truth = cluster_transforms("linear-mixture", 4, dataset_info("digits"), seed=0)
+    assert [t["theta"] for t in transforms] == [0, 1, 2, 3]
+    assert (truth["noise_sigma"], truth["min_separation"]) == (0.5, 0.2)
+
+
+def test_cfl_thresholds_come_from_the_source(monkeypatch):
+    def cfl_params(**extra):
+        config = ExperimentConfig(dataset="digits", partition="iid", clusters=2, clients_per_cluster=2,
+                                  samples_per_client=20, algorithm="cfl", rounds=1, device="cpu", **extra)
+        return next(iter(Experiment(config))).extras["cfl_params"]
+
+    assert data_source("fashion-mnist").cfl_eps == {"cnn": (0.9, 1.9)}
+    assert (cfl_params()["eps1"], cfl_params()["eps2"]) == (0.4, 0.7)  # the MLP's defaults on digits
+    monkeypatch.setitem(DATA_SOURCES, "digits", dataclasses.replace(data_source("digits"), cfl_eps={"mlp": (0.25, 3.5)}))
+    assert (cfl_params()["eps1"], cfl_params()["eps2"]) == (0.25, 3.5)
+    assert (cfl_params(model="logreg")["eps1"], cfl_params(model="logreg")["eps2"]) == (0.4, 0.55)  # not named

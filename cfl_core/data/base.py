@@ -1,7 +1,8 @@
-"""The uniform description every data source loads into."""
+"""What every data source is described by (DataSource, its traits) and the uniform Dataset it loads into."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Mapping, NamedTuple
 
 import torch
 
@@ -45,3 +46,57 @@ class Dataset:
     x_test: torch.Tensor
     y_test: torch.Tensor
     extras: dict = field(default_factory=dict)
+
+
+class Located(NamedTuple):
+    """Where a file source's files were looked for, and what was found."""
+
+    key: Hashable | None  # identifies the files found (what `load` reads, and the load cache key); None: missing
+    folder: str | None  # the folder they were found in
+    searched: list[str]  # every folder looked in, in order
+
+
+@dataclass(frozen=True)
+class LinearMixture:
+    """A regression source whose clusters differ by true parameters that the partition draws."""
+
+    noise_sigma: float  # y = x . theta_k + N(0, noise_sigma^2)
+    min_separation: float  # the clusters' thetas are at least this far apart
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """One data source: what it is, what it supports, where its files are and how it loads.
+
+    Every question the rest of the core asks about a data set is answered here
+    (never by its name), so a new data set is one module defining its
+    DataSource and one line in registry.py.
+    """
+
+    name: str
+    description: str  # one line, shown by `python -m cfl_core datasets` and the dashboard
+    info: DatasetInfo  # static facts, known without loading (file sources: the published sizes)
+    load: Callable[[Any, int], Dataset]  # (Located.key, or None for a built-in source; seed) -> Dataset
+    locate: Callable[[str | None], Located] | None = None  # file sources: search data_dir, $CFL_DATA_DIR, ./data
+    download: Callable[[str | None], None] | None = None  # fetch the files into the first of those folders
+    how_to_get: str = ""  # what to do when the files are missing
+    seeded: bool = False  # the run's seed draws the pools (the synthetic sources); the others ignore it
+    supports_unsupervised: bool = False  # the autoencoder can learn its inputs (the image sources)
+    linear_mixture: LinearMixture | None = None  # the linear-mixture partition applies
+    # CFL's (eps1, eps2) per model family where this data set changes the scale of the model's
+    # updates (see algorithms/cfl.py); families not named keep CFL's per-family defaults.
+    cfl_eps: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def file_based(self) -> bool:
+        """Read from files found on this machine (else built in: bundled or drawn)."""
+        return self.locate is not None
+
+    @property
+    def is_image(self) -> bool:
+        return self.info.is_image
+
+    @property
+    def image_shape(self) -> tuple[int, int, int] | None:
+        """(C, H, W) for an image source, None for vector inputs."""
+        return self.info.input_shape if self.is_image else None

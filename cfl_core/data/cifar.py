@@ -15,7 +15,7 @@ import torch
 
 from ..errors import DataUnavailable
 from .bad_file import BadDataFile
-from .base import CLASSIFICATION, Dataset, DatasetInfo
+from .base import CLASSIFICATION, Dataset, DatasetInfo, DataSource, Located
 from .locations import DATA_DIR_ENV, base_dirs, download_dir
 
 BATCH_DIR = "cifar-10-batches-py"
@@ -67,6 +67,12 @@ def locate(data_dir: str | None = None) -> tuple[str | None, list[str]]:
         if all(os.path.isfile(os.path.join(folder, f)) for f in TRAIN_BATCHES + [TEST_BATCH]):
             return folder, searched
     return None, searched
+
+
+def located(data_dir: str | None = None) -> Located:
+    """locate() as the registry asks: the batch folder is both what load reads and where it was found."""
+    folder, searched = locate(data_dir)
+    return Located(folder, folder, searched)
 
 
 def download(data_dir: str | None = None) -> None:
@@ -127,3 +133,15 @@ def load(folder: str) -> Dataset:
     )
     return Dataset(info, images(x_train), torch.from_numpy(y_train), images(x_test), torch.from_numpy(y_test),
                    extras={"folder": folder})
+
+
+SOURCE = DataSource(
+    name="cifar10",
+    description="32x32 colour images in 10 classes (python pickle batches)",
+    info=STANDARD_INFO,
+    load=lambda folder, _seed: load(folder),
+    locate=located,
+    download=download,
+    how_to_get=how_to_get(),
+    supports_unsupervised=True,
+)

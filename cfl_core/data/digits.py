@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import CLASSIFICATION, Dataset, DatasetInfo
+from .base import CLASSIFICATION, Dataset, DatasetInfo, DataSource
 
 # The split never depends on a run's seed, so the pools are the same for every run.
 SPLIT_SEED = 20240601
@@ -51,3 +51,12 @@ def load() -> Dataset:
     x_train, y_train = tensors(train)
     x_test, y_test = tensors(test)
     return Dataset(STANDARD_INFO, x_train, y_train, x_test, y_test)
+
+
+SOURCE = DataSource(
+    name="digits",
+    description="scikit-learn's bundled 8x8 handwritten digits; instant, no download",
+    info=STANDARD_INFO,
+    load=lambda _key, _seed: load(),
+    supports_unsupervised=True,
+)

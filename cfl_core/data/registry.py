@@ -1,36 +1,24 @@
-"""The table of data sources: static facts, where each is found, and loading."""
+"""The registry of data sources (name -> DataSource) and the functions that find, describe and load them."""
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
 from ..errors import ConfigError, DataUnavailable
 from . import cifar, digits, mnist, synthetic
-from .base import Dataset, DatasetInfo
+from .base import Dataset, DatasetInfo, DataSource
 
-DESCRIPTIONS = {
-    "digits": "scikit-learn's bundled 8x8 handwritten digits; instant, no download",
-    "fashion-mnist": "Zalando's 28x28 clothing images (IDX files)",
-    "mnist": "28x28 handwritten digits (IDX files)",
-    "cifar10": "32x32 colour images in 10 classes (python pickle batches)",
-    "synthetic-linear": (
-        f"mixture of linear regressions, x ~ N(0, I_{synthetic.LINEAR_DIM}), "
-        f"noise sigma {synthetic.LINEAR_NOISE_SIGMA}; the partition draws the cluster parameters"
-    ),
-    "synthetic-blobs": f"{synthetic.BLOB_CLASSES} Gaussian blobs in {synthetic.BLOB_DIM}-d; trains instantly",
-}
-STATIC_INFO = {
-    "digits": digits.STANDARD_INFO,
-    "fashion-mnist": mnist.STANDARD_INFO["fashion-mnist"],
-    "mnist": mnist.STANDARD_INFO["mnist"],
-    "cifar10": cifar.STANDARD_INFO,
-    "synthetic-linear": synthetic.LINEAR_INFO,
-    "synthetic-blobs": synthetic.BLOBS_INFO,
-}
-SOURCES: tuple[str, ...] = tuple(STATIC_INFO)
-FILE_SOURCES = ("fashion-mnist", "mnist", "cifar10")
-SEEDED_SOURCES = ("synthetic-linear", "synthetic-blobs")
+# The registry: name -> source, built here from the sources' own names; each source is defined in
+# its own module. This order is the order every list of sources shows.
+DATA_SOURCES: dict[str, DataSource] = {source.name: source for source in (
+    digits.SOURCE,
+    mnist.FASHION_MNIST,
+    mnist.MNIST,
+    cifar.SOURCE,
+    synthetic.LINEAR,
+    synthetic.BLOBS,
+)}
+SOURCES: tuple[str, ...] = tuple(DATA_SOURCES)
 
 
 @dataclass(frozen=True)
@@ -43,8 +31,14 @@ class SourceStatus:
 
 
 def check_name(name: str) -> None:
-    if name not in STATIC_INFO:
-        raise ConfigError("dataset", name, "one of " + ", ".join(SOURCES))
+    if name not in DATA_SOURCES:
+        raise ConfigError("dataset", name, "one of " + ", ".join(DATA_SOURCES))
+
+
+def data_source(name: str) -> DataSource:
+    """The source record of a name (ConfigError naming `dataset` for an unknown one)."""
+    check_name(name)
+    return DATA_SOURCES[name]
 
 
 def dataset_info(name: str) -> DatasetInfo:
@@ -52,62 +46,34 @@ def dataset_info(name: str) -> DatasetInfo:
 
     For file sources these are the published sizes; load_dataset(...).info
     reports what the files on this machine actually hold."""
-    check_name(name)
-    return STATIC_INFO[name]
-
-
-def _how_to_get(name: str) -> str:
-    return cifar.how_to_get() if name == "cifar10" else mnist.how_to_get(name)
-
-
-def _locate(name: str, data_dir: str | None):
-    """(key identifying the files found or None, folder found or None, folders searched)."""
-    if name == "cifar10":
-        folder, searched = cifar.locate(data_dir)
-        return folder, folder, searched
-    files, searched = mnist.locate(name, data_dir)
-    if files is None:
-        return None, None, searched
-    return tuple(sorted(files.items())), os.path.dirname(files["train_images"]), searched
+    return data_source(name).info
 
 
 def source_status(data_dir: str | None = None) -> list["SourceStatus"]:
     """Every source, whether it can be loaded here, and if not how to get it. Loads nothing."""
     statuses = []
-    for name in SOURCES:
-        if name in FILE_SOURCES:
-            _, folder, _ = _locate(name, data_dir)
+    for source in DATA_SOURCES.values():
+        if source.file_based:
+            folder = source.locate(data_dir).folder
             available = folder is not None
-            statuses.append(SourceStatus(name, available, DESCRIPTIONS[name],
-                                         "" if available else _how_to_get(name), folder))
+            statuses.append(SourceStatus(source.name, available, source.description,
+                                         "" if available else source.how_to_get, folder))
         else:
-            statuses.append(SourceStatus(name, True, DESCRIPTIONS[name], "", "built in"))
+            statuses.append(SourceStatus(source.name, True, source.description, "", "built in"))
     return statuses
 
 
 @functools.lru_cache(maxsize=16)
 def _load_cached(name: str, key, seed: int) -> Dataset:
     # Keyed on what was found, not on the search inputs, so the same files load once.
-    if name == "digits":
-        return digits.load()
-    if name == "synthetic-linear":
-        return synthetic.load_linear(seed)
-    if name == "synthetic-blobs":
-        return synthetic.load_blobs(seed)
-    if name == "cifar10":
-        return cifar.load(key)
-    return mnist.load(name, dict(key))
+    return DATA_SOURCES[name].load(key, seed)
 
 
 def download_source(name: str, data_dir: str | None = None) -> None:
     """Fetch a file source with torchvision (needs a network). Bundled sources need nothing."""
-    check_name(name)
-    if name not in FILE_SOURCES:
-        return  # nothing to fetch
-    if name == "cifar10":
-        cifar.download(data_dir)
-    else:
-        mnist.download(name, data_dir)
+    source = data_source(name)
+    if source.download is not None:
+        source.download(data_dir)
 
 
 def load_dataset(name: str, *, data_dir: str | None = None, download: bool = False, seed: int = 0) -> Dataset:
@@ -119,15 +85,15 @@ def load_dataset(name: str, *, data_dir: str | None = None, download: bool = Fal
     Results are cached in-process and shared between callers: never modify
     the returned tensors in place.
     """
-    check_name(name)
+    source = data_source(name)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError("seed", seed, "a non-negative integer")
-    if name not in FILE_SOURCES:
-        return _load_cached(name, None, seed if name in SEEDED_SOURCES else 0)
-    key, _, searched = _locate(name, data_dir)
-    if key is None and download:
+    if not source.file_based:
+        return _load_cached(name, None, seed if source.seeded else 0)
+    found = source.locate(data_dir)
+    if found.key is None and download:
         download_source(name, data_dir)
-        key, _, searched = _locate(name, data_dir)
-    if key is None:
-        raise DataUnavailable(name, searched, _how_to_get(name))
-    return _load_cached(name, key, 0)
+        found = source.locate(data_dir)
+    if found.key is None:
+        raise DataUnavailable(name, found.searched, source.how_to_get)
+    return _load_cached(name, found.key, 0)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
-from .base import CLASSIFICATION, REGRESSION, Dataset, DatasetInfo
+from .base import CLASSIFICATION, REGRESSION, Dataset, DatasetInfo, DataSource, LinearMixture
 
 # synthetic-linear: y = x . theta_k + N(0, NOISE_SIGMA^2), x ~ N(0, I_DIM).
 LINEAR_DIM = 10
@@ -85,3 +85,23 @@ def load_blobs(seed: int) -> Dataset:
     x_train, y_train = pool(BLOB_TRAIN_PER_CLASS)
     x_test, y_test = pool(BLOB_TEST_PER_CLASS)
     return Dataset(BLOBS_INFO, x_train, y_train, x_test, y_test, extras={"seed": seed})
+
+
+LINEAR = DataSource(
+    name="synthetic-linear",
+    description=(
+        f"mixture of linear regressions, x ~ N(0, I_{LINEAR_DIM}), "
+        f"noise sigma {LINEAR_NOISE_SIGMA}; the partition draws the cluster parameters"
+    ),
+    info=LINEAR_INFO,
+    load=lambda _key, seed: load_linear(seed),
+    seeded=True,
+    linear_mixture=LinearMixture(noise_sigma=LINEAR_NOISE_SIGMA, min_separation=LINEAR_MIN_SEPARATION),
+)
+BLOBS = DataSource(
+    name="synthetic-blobs",
+    description=f"{BLOB_CLASSES} Gaussian blobs in {BLOB_DIM}-d; trains instantly",
+    info=BLOBS_INFO,
+    load=lambda _key, seed: load_blobs(seed),
+    seeded=True,
+)

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .models import ModelSpec, _Sequential, _linear
+from .spec import ModelSpec, NamedSequential, batched_linear
 
 STRATEGIES = ("unfold", "grouped", "loop")
 SLICE = 256  # samples per convolution call when one model sees a large batch
@@ -81,7 +81,7 @@ class CNN(ModelSpec):
             features = self._features_loop(p, x)
         else:
             features = self._features_unfold(p, x)
-        return _linear(features, p["fc.weight"], p["fc.bias"])
+        return batched_linear(features, p["fc.weight"], p["fc.bias"])
 
     # Every strategy maps x [C, B, ch, H, W] to features [C, B, 16 * h2 * w2] (PyTorch's flatten order).
     # Each conv block is conv -> max-pool -> ReLU: pooling before the ReLU gives the same values and
@@ -150,7 +150,7 @@ class CNN(ModelSpec):
     def reference_module(self):
         ch = self.input_shape[0]
         k, p = self.kernel, self.padding
-        return _Sequential(
+        return NamedSequential(
             conv1=nn.Conv2d(ch, 6, k, padding=p), a1=nn.ReLU(), p1=nn.MaxPool2d(2),
             conv2=nn.Conv2d(6, 16, k, padding=p), a2=nn.ReLU(), p2=nn.MaxPool2d(2),
             flat=nn.Flatten(), fc=nn.Linear(self.flat_features, self.outputs),

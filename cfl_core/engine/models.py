@@ -1,142 +1,23 @@
-"""Batchable models over flat, stacked parameters.
+"""Model families: the dense ones, the registry of every family (MODEL_FAMILIES), and the losses.
 
-A model's parameters live in one row of a float32 tensor `[copies, D]`; each
-named parameter is a view into that row with the same shape PyTorch's own
-layers use (Linear weight `[out, in]`, Conv2d weight `[out, in, k, k]`). That
-makes averaging, distances, cosine similarities and byte counts plain tensor
-operations, and lets the sequential reference load a row into ordinary
-`torch.nn` layers to check the batched maths independently.
-
-`forward(flat [C, D], x [C, B, ...]) -> [C, B, out]`: copy c is applied to the
-samples x[c]. No BatchNorm anywhere: batch statistics would couple samples and
-break batching.
+Logistic and linear regression, the MLP and the autoencoder are here. The
+contract they implement (ModelSpec, flat stacked parameters) and the batched
+layers they share are in spec.py; the CNN has its own file (cnn.py) because
+it has several batched strategies.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
-from .dense_grads import dense_cross_entropy_grads
-from .seeding import torch_generator
-
-CROSS_ENTROPY = "cross-entropy"
-SQUARED_ERROR = "squared-error"
-RECONSTRUCTION = "reconstruction"
-
-
-@dataclass(frozen=True)
-class ParamSlot:
-    name: str
-    shape: tuple[int, ...]
-    offset: int
-    fan_in: int
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-
-class ModelSpec:
-    """Shape, initialisation and batched forward of one model family."""
-
-    name = "model"
-    loss_kind = CROSS_ENTROPY
-    dense_layers: tuple[str, ...] = ()  # a dense ReLU stack, in order: gradients by hand (dense_grads.py)
-
-    def __init__(self, input_shape: tuple[int, ...], outputs: int):
-        self.input_shape = tuple(input_shape)
-        self.outputs = outputs
-        self.slots: list[ParamSlot] = []
-        self.dim = 0
-
-    # -- layout -----------------------------------------------------------
-    def _add(self, name: str, shape: tuple[int, ...], fan_in: int) -> None:
-        slot = ParamSlot(name, tuple(shape), self.dim, fan_in)
-        self.slots.append(slot)
-        self.dim += slot.size
-
-    def views(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Named views `[C, *shape]` into a flat `[C, D]` tensor (no copy)."""
-        copies = flat.shape[0]
-        return {
-            s.name: flat[:, s.offset : s.offset + s.size].view(copies, *s.shape) for s in self.slots
-        }
-
-    @property
-    def bytes_per_model(self) -> int:
-        return self.dim * 4
-
-    # -- initialisation ----------------------------------------------------
-    def init(self, *seed_parts) -> torch.Tensor:
-        """One model `[D]`, drawn like PyTorch's default layer init (uniform, bound 1/sqrt(fan_in))."""
-        gen = torch_generator("init", *seed_parts)
-        flat = torch.empty(self.dim)
-        for s in self.slots:
-            bound = 1.0 / math.sqrt(s.fan_in)
-            flat[s.offset : s.offset + s.size].uniform_(-bound, bound, generator=gen)
-        return flat
-
-    # -- maths -------------------------------------------------------------
-    def forward(self, flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return self.apply(self.views(flat), x)
-
-    def apply(self, p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        """The maths, on named per-copy parameters `[C, *shape]` and samples `[C, B, ...]`."""
-        raise NotImplementedError
-
-    def reference_module(self) -> nn.Module:
-        """Plain torch.nn layers with this layout, for the sequential reference."""
-        raise NotImplementedError
-
-    def load_into(self, module: nn.Module, row: torch.Tensor) -> None:
-        params = dict(module.named_parameters())
-        with torch.no_grad():
-            for s in self.slots:
-                params[s.name].copy_(row[s.offset : s.offset + s.size].view(s.shape))
-
-    def flatten_module(self, module: nn.Module) -> torch.Tensor:
-        params = dict(module.named_parameters())
-        return torch.cat([params[s.name].detach().reshape(-1) for s in self.slots])
-
-    def loss_and_grads(self, p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, valid: torch.Tensor,
-                       accumulate: list[torch.Tensor] | None = None, beta: float = 0.0
-                       ) -> tuple[torch.Tensor, list[torch.Tensor]] | None:
-        """Mean loss per copy over its valid samples and its gradients (slot order), without autograd.
-
-        With `accumulate` (one [C, *shape] tensor per slot) each gradient g is added in place as
-        beta * acc + g and the accumulators are returned. None where this model has no
-        hand-written backward; training then uses autograd.
-        """
-        if self.loss_kind == CROSS_ENTROPY and self.dense_layers:
-            layers = [(p[f"{name}.weight"], p[f"{name}.bias"]) for name in self.dense_layers]
-            return dense_cross_entropy_grads(layers, x, y, valid, accumulate, beta)
-        return None
-
-    def activation_floats(self) -> int:
-        """Rough count of floats one sample keeps alive in a forward+backward (for chunking)."""
-        return 4 * (math.prod(self.input_shape) + self.outputs + self.dim // max(1, self.outputs))
-
-    def describe(self) -> str:
-        return f"{self.name} ({self.dim:,} parameters)"
-
-
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """Per-copy affine map: x [C, B, in], weight [C, out, in] -> [C, B, out].
-
-    Computed weight-major, out^T = W x^T (+ b), and returned as a [C, B, out]
-    view of that [C, out, B] result. Measured on CPU (benchmarks/RESULTS.md):
-    the weight's gradient then leaves the backward pass contiguous in
-    PyTorch's [out, in] layout (x W^T gave a transposed gradient that cost a
-    copy per parameter per step), and the next layer reads the view without a copy.
-    """
-    xt = x.transpose(1, 2)
-    out = torch.bmm(weight, xt) if bias is None else torch.baddbmm(bias[:, :, None], weight, xt)
-    return out.transpose(1, 2)
+from .cnn import CNN
+from .spec import (  # noqa: F401  (the engine and the benchmark import the contract from here too)
+    CROSS_ENTROPY, RECONSTRUCTION, SQUARED_ERROR, ModelSpec, NamedSequential, batched_linear,
+)
 
 
 class LogisticRegression(ModelSpec):
@@ -150,10 +31,10 @@ class LogisticRegression(ModelSpec):
         self._add("fc.bias", (outputs,), d)
 
     def apply(self, p, x):
-        return _linear(x.flatten(2), p["fc.weight"], p["fc.bias"])
+        return batched_linear(x.flatten(2), p["fc.weight"], p["fc.bias"])
 
     def reference_module(self):
-        return _Sequential(fc=nn.Linear(math.prod(self.input_shape), self.outputs), flatten=True)
+        return NamedSequential(fc=nn.Linear(math.prod(self.input_shape), self.outputs), flatten=True)
 
 
 class LinearRegression(ModelSpec):
@@ -168,10 +49,10 @@ class LinearRegression(ModelSpec):
         self._add("fc.weight", (1, d), d)
 
     def apply(self, p, x):
-        return _linear(x.flatten(2), p["fc.weight"], None)
+        return batched_linear(x.flatten(2), p["fc.weight"], None)
 
     def reference_module(self):
-        return _Sequential(fc=nn.Linear(math.prod(self.input_shape), 1, bias=False), flatten=True)
+        return NamedSequential(fc=nn.Linear(math.prod(self.input_shape), 1, bias=False), flatten=True)
 
 
 class MLP(ModelSpec):
@@ -188,12 +69,12 @@ class MLP(ModelSpec):
         self._add("fc2.bias", (outputs,), hidden)
 
     def apply(self, p, x):
-        h = torch.relu(_linear(x.flatten(2), p["fc1.weight"], p["fc1.bias"]))
-        return _linear(h, p["fc2.weight"], p["fc2.bias"])
+        h = torch.relu(batched_linear(x.flatten(2), p["fc1.weight"], p["fc1.bias"]))
+        return batched_linear(h, p["fc2.weight"], p["fc2.bias"])
 
     def reference_module(self):
         d = math.prod(self.input_shape)
-        return _Sequential(
+        return NamedSequential(
             fc1=nn.Linear(d, self.hidden), act=nn.ReLU(), fc2=nn.Linear(self.hidden, self.outputs), flatten=True
         )
 
@@ -217,39 +98,21 @@ class Autoencoder(ModelSpec):
     def apply(self, p, x):
         h = x.flatten(2)
         for layer in ("enc1", "enc2", "dec1"):
-            h = torch.relu(_linear(h, p[f"{layer}.weight"], p[f"{layer}.bias"]))
-        return torch.sigmoid(_linear(h, p["dec2.weight"], p["dec2.bias"]))
+            h = torch.relu(batched_linear(h, p[f"{layer}.weight"], p[f"{layer}.bias"]))
+        return torch.sigmoid(batched_linear(h, p["dec2.weight"], p["dec2.bias"]))
 
     def reference_module(self):
         d = math.prod(self.input_shape)
-        return _Sequential(
+        return NamedSequential(
             enc1=nn.Linear(d, self.hidden), a1=nn.ReLU(), enc2=nn.Linear(self.hidden, self.code), a2=nn.ReLU(),
             dec1=nn.Linear(self.code, self.hidden), a3=nn.ReLU(), dec2=nn.Linear(self.hidden, d), out=nn.Sigmoid(),
             flatten=True,
         )
 
 
-class _Sequential(nn.Sequential):
-    """nn.Sequential with named children and an optional flatten of the input."""
-
-    def __init__(self, flatten: bool = False, **layers):
-        super().__init__()
-        self._flatten = flatten
-        for name, layer in layers.items():
-            self.add_module(name, layer)
-
-    def forward(self, x):
-        return super().forward(x.flatten(1) if self._flatten else x)
-
-
-from .cnn import CNN  # noqa: E402  (the CNN has its own file: it has several batched strategies)
-
-MODEL_FAMILIES = {
-    "logreg": LogisticRegression,
-    "mlp": MLP,
-    "cnn": CNN,
-    "linreg": LinearRegression,
-    "autoencoder": Autoencoder,
+# The registry: name -> family, built here from the families' own `name`s, in the order the UI lists them.
+MODEL_FAMILIES: dict[str, type[ModelSpec]] = {
+    cls.name: cls for cls in (LogisticRegression, MLP, CNN, LinearRegression, Autoencoder)
 }
 
 
@@ -279,7 +142,7 @@ def build_model(name: str, input_shape: tuple[int, ...], outputs: int, task: str
 def per_sample_loss(kind: str, output: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Loss of every sample, shape [C, B], for the given loss kind."""
     if kind == CROSS_ENTROPY:
-        # Classes on dim 1 ([C, classes, B], a free view of _linear's result): PyTorch's
+        # Classes on dim 1 ([C, classes, B], a free view of batched_linear's result): PyTorch's
         # log-softmax then vectorises over the samples, ~7x faster than over 10 classes.
         return F.cross_entropy(output.transpose(1, 2), y, reduction="none")
     if kind == SQUARED_ERROR:

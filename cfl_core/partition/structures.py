@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..data.base import REGRESSION, DatasetInfo
-from ..data.synthetic import LINEAR_MIN_SEPARATION, LINEAR_NOISE_SIGMA, draw_thetas
+from ..data.registry import DATA_SOURCES, data_source
+from ..data.synthetic import draw_thetas
 from ..errors import ConfigError
 
 LABEL_SKEWS = ("label-skew-1", "label-skew-2", "label-skew-3", "label-skew-4")
+# The registry: name -> one-line help, in the order every list shows; PARTITIONS is its names
+# (like data.SOURCES for data.DATA_SOURCES). The structures themselves are the functions below.
 PARTITION_HELP = {
     "label-skew-1": "clusters own disjoint label groups ({0,1},{2,3},... for 5 clusters of 10 classes)",
     "label-skew-2": "cluster k holds 4 labels {2k..2k+3} mod C: neighbouring clusters share 2",
@@ -37,13 +40,14 @@ def check_structure(partition: str, clusters: int, info: DatasetInfo) -> None:
     """ConfigError when the partition cannot be built on this source with this many clusters."""
     regression = info.task == REGRESSION
     classes = info.num_classes
-    if partition == "linear-mixture" and info.name != "synthetic-linear":
-        raise ConfigError("partition", partition, "linear-mixture needs dataset synthetic-linear")
+    if partition == "linear-mixture" and data_source(info.name).linear_mixture is None:
+        mixtures = " or ".join(s.name for s in DATA_SOURCES.values() if s.linear_mixture is not None)
+        raise ConfigError("partition", partition, f"linear-mixture needs dataset {mixtures}")
     if regression and partition not in ("linear-mixture", "iid"):
         raise ConfigError("partition", partition, f"linear-mixture or iid for the regression source {info.name}")
     if partition == "feature-skew" and not info.is_image:
-        raise ConfigError("partition", partition,
-                          f"an image source (digits, fashion-mnist, mnist, cifar10); {info.name} has vector inputs")
+        images = ", ".join(s.name for s in DATA_SOURCES.values() if s.is_image)
+        raise ConfigError("partition", partition, f"an image source ({images}); {info.name} has vector inputs")
     if partition == "label-skew-1" and clusters > classes // 2:
         raise ConfigError("clusters", clusters,
                           f"at most {classes // 2} for label-skew-1 on {info.name}: {classes} classes, "
@@ -128,13 +132,14 @@ def cluster_transforms(partition: str, clusters: int, info: DatasetInfo, seed: i
         return [{"rotation": a} for a in rotation_angles(clusters)], {}
     if partition == "concept-shift":
         return [{"label_map": m} for m in label_swap_maps(clusters, info.num_classes, seed)], {}
-    if info.name == "synthetic-linear":
-        # iid on synthetic-linear is one regression shared by all clusters. truth["theta"]
+    linear = data_source(info.name).linear_mixture
+    if linear is not None:
+        # iid on a linear-mixture source is one regression shared by all clusters. truth["theta"]
         # keeps one row per cluster either way, so truth["theta"][cluster] always works.
         mixture = partition == "linear-mixture"
-        thetas = draw_thetas(clusters if mixture else 1, info.input_shape[0], LINEAR_MIN_SEPARATION, seed)
+        thetas = draw_thetas(clusters if mixture else 1, info.input_shape[0], linear.min_separation, seed)
         rows = thetas.tolist() if mixture else thetas.tolist() * clusters
         transforms = [{"theta": k if mixture else 0} for k in range(clusters)]
-        truth = {"theta": rows, "noise_sigma": LINEAR_NOISE_SIGMA, "min_separation": LINEAR_MIN_SEPARATION}
+        truth = {"theta": rows, "noise_sigma": linear.noise_sigma, "min_separation": linear.min_separation}
         return transforms, truth
     return [{} for _ in range(clusters)], {}
