@@ -98,6 +98,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..engine.aggregate import weighted_means_by_group
 from ..errors import ConfigError
 from .base import Algorithm, RoundOutcome
 
@@ -291,10 +292,8 @@ class CFL(Algorithm):
         cluster_norms, events = [], []
         split_any = False
         bytes_extra = 0
-        for k in sorted(set(owners.tolist())):
+        for k, mean in weighted_means_by_group(updates, owners, weights).items():
             pos = torch.nonzero(owners == k).squeeze(1)
-            w = weights[pos.to(device)]
-            mean = (updates[pos.to(device)] * w[:, None]).sum(0) / w.sum().clamp(min=1e-12)
             mean_norm, max_norm = float(mean.norm()), float(norms[pos].max())
             self.largest_mean_norm = max(self.largest_mean_norm, mean_norm)
             cluster_norms.append({"cluster": k, "mean_norm": round(mean_norm, 5), "max_norm": round(max_norm, 5),
@@ -319,12 +318,9 @@ class CFL(Algorithm):
             events.append(event)
 
         # Cluster-wise aggregation (after any split: each child averages only its own clients' updates).
-        owners = self.assign[participants]
         new_models = self.models.clone()
-        for k in sorted(set(owners.tolist())):
-            pos = torch.nonzero(owners == k).squeeze(1).to(device)
-            w = weights[pos]
-            new_models[k] = self.models[k] + (updates[pos] * w[:, None]).sum(0) / w.sum().clamp(min=1e-12)
+        for k, mean in weighted_means_by_group(updates, self.assign[participants], weights).items():
+            new_models[k] = self.models[k] + mean
         self.models = new_models
 
         extras["cluster_norms"] = cluster_norms

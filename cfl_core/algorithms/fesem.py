@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..engine.aggregate import grouped_weighted_mean, uniform_mean
 from ..errors import ConfigError
 from .base import Algorithm, InitOptions, RoundOutcome
 
@@ -86,15 +87,8 @@ class FeSEM(Algorithm):
         trained, train_loss = self.engine.local_train(start, participants, round_index)
         new, distances = nearest_centre(trained, self.models)
         self.assign[participants] = new
-        weights = self.engine.weights(participants)
         k = self.models.shape[0]
-        sums = torch.zeros_like(self.models)
-        totals = torch.zeros(k, device=device)
-        owners = new.to(device)
-        sums.index_add_(0, owners, trained * weights[:, None])
-        totals.index_add_(0, owners, weights)
-        chosen = totals > 0
-        self.models = torch.where(chosen[:, None], sums / totals.clamp(min=1e-12)[:, None], self.models)
+        self.models = grouped_weighted_mean(trained, new.to(device), self.engine.weights(participants), self.models)
         extras = {"moved": int((new != before).sum()), "centre_sizes": torch.bincount(new, minlength=k).tolist()}
         if len(participants) <= self.opts.record_distances_max:
             extras["l2_distances"] = [[round(float(v), 4) for v in row] for row in distances]
@@ -104,7 +98,7 @@ class FeSEM(Algorithm):
 
     def place_newcomers(self, clients, round_index):
         """Train from the mean of the centres, then join the nearest centre."""
-        start = self.models.mean(0, keepdim=True).expand(len(clients), -1)
+        start = uniform_mean(self.models)[None].expand(len(clients), -1)
         trained, _ = self.engine.local_train(start, clients, round_index, stream=self.stream("newcomer", round_index))
         self.assign[clients] = nearest_centre(trained, self.models)[0]
         return len(clients) * 2 * self.model_bytes

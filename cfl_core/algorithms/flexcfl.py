@@ -56,6 +56,7 @@ import numpy as np
 import torch
 from scipy.stats import wasserstein_distance
 
+from ..engine.aggregate import uniform_mean, weighted_mean
 from ..engine.seeding import derive_seed
 from ..errors import ConfigError
 from ..dynamics import newcomer_count
@@ -203,7 +204,7 @@ class FedGroup(Algorithm):
         for g in range(m):
             members = torch.nonzero(labels == g).squeeze(1)
             if len(members):  # KMeans / agglomerative never leave a group empty; kept safe anyway
-                self.models[g] = trained[members.to(fed.device)].mean(0)
+                self.models[g] = uniform_mean(trained[members.to(fed.device)])
                 self.group_directions[g] = updates[members.numpy()].mean(0)
         self.assign[chosen_t] = labels
         n = fed.num_clients
@@ -284,7 +285,7 @@ class FedGroup(Algorithm):
             scale = new.norm(dim=1).clamp(min=1e-12)
             for g in ids:
                 w = torch.tensor([1.0 if h == g else eta / float(scale[h]) for h in ids], device=new.device)
-                out[g] = (w[:, None] * new[ids]).sum(0) / w.sum()
+                out[g] = weighted_mean(new[ids], w)  # own weight 1: the total never needs the clamp
         return out
 
     def run_round(self, round_index, participants):

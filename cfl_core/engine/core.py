@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import aggregate
 from .federation import Federation
 from .models import ModelSpec, per_sample_correct, per_sample_loss
 from .training import BatchSchedule, TrainConfig, batch_schedule, full_gradients, masked_mean, train_batched
@@ -98,8 +99,7 @@ class Engine:
         device = self.fed.device
         models = models.to(device)
         clients, model_of = clients.cpu(), model_of.to(device)
-        sums = torch.zeros_like(models)
-        totals = torch.zeros(models.shape[0], device=device)
+        sums, totals = aggregate.zero_sums(models)
         losses = []
         chunk = self._train_chunk()
         schedule = self.schedule(clients, round_index) if self.aggregation != "gradient" else None
@@ -113,15 +113,10 @@ class Engine:
                 contribution, loss = self.local_train(models[owners], ids, round_index,
                                                       schedule=schedule.rows(lo, lo + len(ids)))
                 losses.append(loss)
-            sums.index_add_(0, owners, contribution * w[:, None])
-            totals.index_add_(0, owners, w)
-        trained = totals > 0
-        mean = sums / totals.clamp(min=1e-12)[:, None]
-        if self.aggregation == "gradient":
-            new = torch.where(trained[:, None], models - self.train_cfg.lr * mean, models)
-        else:
-            new = torch.where(trained[:, None], mean, models)
-        return new, (torch.cat(losses) if losses else torch.zeros(0))
+            aggregate.add_weighted(sums, totals, contribution, owners, w)
+        mean, trained = aggregate.group_means(sums, totals)
+        new = models - self.train_cfg.lr * mean if self.aggregation == "gradient" else mean
+        return aggregate.keep_untrained(new, models, trained), (torch.cat(losses) if losses else torch.zeros(0))
 
     # -- measuring ------------------------------------------------------------
     @torch.no_grad()
