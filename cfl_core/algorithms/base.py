@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,13 +111,14 @@ def _coerce(name: str, value, hint):
     raise ConfigError(name, value, f"a {base.__name__}" + (" or none" if optional else ""))
 
 
-class Algorithm:
+class Algorithm(ABC):
     name = "base"
     label = "Base"
     summary = ""
     needs_models = False  # True: the user must give K-hat (--models)
     uses_init_mode = False  # True: --init (same / different / restarts) applies
     has_loss_vectors = False  # True: records carry a loss matrix the dashboard can embed
+    one_model_per_client = False  # True: every client keeps a model of its own (the estimate sizes memory by it)
     Options = NoOptions
 
     def __init__(self, ctx: RunContext):
@@ -143,12 +145,13 @@ class Algorithm:
         return self.cfg.models or 1
 
     # -- lifecycle ----------------------------------------------------------
+    @abstractmethod
     def setup(self, clients: torch.Tensor) -> dict[str, Any]:
         """Create the initial models and place the clients present at round 0; returns extras."""
-        raise NotImplementedError
 
+    @abstractmethod
     def run_round(self, round_index: int, participants: torch.Tensor) -> RoundOutcome:
-        raise NotImplementedError
+        """One round with these participants: assign, train, aggregate."""
 
     def place_newcomers(self, clients: torch.Tensor, round_index: int) -> None:
         """Give clients that join now a model. Default: lowest loss (IFCA's rule, chosen on the client)."""

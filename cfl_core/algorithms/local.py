@@ -10,6 +10,7 @@ class LocalOnly(Algorithm):
     name = "local"
     label = "Local only"
     summary = "Each client trains alone and is tested on its own model (no communication)."
+    one_model_per_client = True
 
     def setup(self, clients):
         self.models = self.base_model().expand(self.ctx.fed.num_clients, -1).clone()
