@@ -96,7 +96,10 @@ class Experiment:
             self.writer.write_json("partition.json", setup.partition.to_json())
             self.writer.write_json("meta.json", self.meta())
         present = torch.nonzero(self.joins == 0).squeeze(1)
+        # The set-up's traffic (restarts, group cold start) is its own window, recorded with round 0.
+        self.engine.traffic.open()
         self._setup_extras = self.algorithm.setup(present)
+        self._setup_traffic = self.engine.traffic.totals
 
     # -- facts ---------------------------------------------------------------
     def meta(self) -> dict:
@@ -127,21 +130,20 @@ class Experiment:
             raise RuntimeError("the experiment has no rounds left")
         r = self.round
         started = time.perf_counter()
-        extra_down = extra_up = 0
-        extras: dict = {}
-        if r == 0:
-            extras.update({k: v for k, v in self._setup_extras.items() if not k.startswith("setup_bytes")})
-            extra_down += self._setup_extras.get("setup_bytes_down", 0)
-            extra_up += self._setup_extras.get("setup_bytes_up", 0)
+        extras: dict = dict(self._setup_extras) if r == 0 else {}
+        self.engine.traffic.open()
         if self.shift is not None:
             extras.update(self.shift.apply(r))
         newcomers = torch.nonzero(self.joins == r).squeeze(1) if r > 0 else torch.zeros(0, dtype=torch.int64)
         if len(newcomers):
-            extra_down += self.algorithm.place_newcomers(newcomers, r)
+            self.algorithm.place_newcomers(newcomers, r)
             extras["newcomers"] = newcomers.tolist()
         participants = self._participants(r)
         outcome = self.algorithm.run_round(r, participants)
-        record = self._record(r, participants, outcome, extras, extra_down, extra_up)
+        down, up = self.engine.traffic.totals
+        if r == 0:
+            down, up = down + self._setup_traffic[0], up + self._setup_traffic[1]
+        record = self._record(r, participants, outcome, extras, down, up)
         record.seconds = time.perf_counter() - started  # the round and its evaluation
         self.records.append(record)
         if self.writer:
@@ -157,7 +159,7 @@ class Experiment:
         chosen = numpy_rng(self.config.seed, "participants", r).choice(joined, size=count, replace=False)
         return torch.as_tensor(np.sort(chosen), dtype=torch.int64)
 
-    def _record(self, r, participants, outcome, extras, extra_down, extra_up) -> RoundRecord:
+    def _record(self, r, participants, outcome, extras, bytes_down, bytes_up) -> RoundRecord:
         models, model_of = self.algorithm.eval_models()
         joined = self.joins <= r
         placed = torch.nonzero((model_of >= 0) & joined).squeeze(1)
@@ -194,8 +196,8 @@ class Experiment:
             ari=_metric(adjusted_rand_score, truth, labels),
             nmi=_metric(normalized_mutual_info_score, truth, labels),
             models_in_use=int(len(np.unique(labels))),
-            bytes_down=int(outcome.bytes_down + extra_down),
-            bytes_up=int(outcome.bytes_up + extra_up),
+            bytes_down=int(bytes_down),
+            bytes_up=int(bytes_up),
             seconds=0.0,
             true_clusters=self.true_clusters.tolist(),
             loss=float(evaluation.loss.mean()) if len(placed) else None,

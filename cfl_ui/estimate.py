@@ -133,7 +133,7 @@ def unit_cost(config) -> tuple[int, int, float]:
     loss_models = k if algo is not None and algo.has_loss_vectors else 0
     batch = min(config.batch_size, max(1, int(n_train)))
     train_mem = participants * 4 * (6 * spec.dim + batch * spec.activation_floats())
-    models_mem = max(k, clients if config.algorithm == "local" else k) * spec.dim * 4 * 4
+    models_mem = max(k, clients if algo is not None and algo.one_model_per_client else k) * spec.dim * 4 * 4
     training = int(min(train_mem, ENGINE_BUDGET) + models_mem)
     fwd = _forward_flops(spec)
     per_round = participants * fwd * (3 * n_train * config.local_epochs + loss_models * n_train) + clients * n_test * fwd

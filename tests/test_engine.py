@@ -96,7 +96,7 @@ def test_loss_matrix_matches_per_client_per_model_loop(name, shape, classes, tas
     fed, spec, ids, start = _setup(name, shape, classes, task, clients=6)
     engine = Engine(spec, fed, TrainConfig(), seed=0, memory_budget_mb=1)  # tiny budget: forces chunking
     models = start[:3]
-    assert torch.allclose(engine.loss_matrix(models, ids), reference_loss_matrix(spec, models, fed, ids), atol=1e-5)
+    assert torch.allclose(engine.loss_matrix(models, ids, uploads=False), reference_loss_matrix(spec, models, fed, ids), atol=1e-5)
 
 
 def test_train_and_aggregate_is_the_weighted_mean_of_local_models():
@@ -105,7 +105,7 @@ def test_train_and_aggregate_is_the_weighted_mean_of_local_models():
     models = start[:3].clone()
     owners = torch.tensor([0, 0, 1, 1, 0, 1])  # model 2 has no clients this round
     new, _ = engine.train_and_aggregate(models, ids, owners, round_index=0)
-    local, _ = engine.local_train(models[owners], ids, 0)
+    local, _ = engine.train_without_exchange(models[owners], ids, 0)
     w = fed.n_train.float()
     for k in (0, 1):
         sel = owners == k

@@ -4,9 +4,11 @@ An algorithm decides which model each client trains and which models are
 aggregated; the engine does the training, aggregation and loss measurement
 for all of them alike. Subclasses set the class attributes, an `Options`
 dataclass for their own settings, and implement `setup` and `run_round`.
+Traffic is never counted here: the engine's operations count it themselves.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,8 +50,6 @@ class InitOptions(AlgorithmOptions):
 class RoundOutcome:
     phase: str
     loss_matrix: torch.Tensor | None  # [P, K] rows follow the participants; None when not computed
-    bytes_down: int
-    bytes_up: int
     train_loss: torch.Tensor | None = None  # [P]
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -76,13 +76,14 @@ def parse_options(options_cls, raw: dict[str, Any] | None, *, text: bool = False
                  owner="this algorithm")
 
 
-class Algorithm:
+class Algorithm(ABC):
     name = "base"
     label = "Base"
     summary = ""
     needs_models = False  # True: the user must give K-hat (--models)
     uses_init_mode = False  # True: --init (same / different / restarts) applies
     has_loss_vectors = False  # True: records carry a loss matrix the dashboard can embed
+    one_model_per_client = False  # True: every client keeps a model of its own (the estimate sizes memory by it)
     Options = NoOptions
 
     def __init__(self, ctx: RunContext):
@@ -90,7 +91,6 @@ class Algorithm:
         self.cfg = ctx.config
         self.engine = ctx.engine
         self.opts = ctx.options
-        self.model_bytes = ctx.spec.bytes_per_model
         self.models: torch.Tensor | None = None
         self.assign = torch.full((ctx.fed.num_clients,), -1, dtype=torch.int64)
 
@@ -110,18 +110,18 @@ class Algorithm:
         return self.cfg.models or 1
 
     # -- lifecycle ----------------------------------------------------------
+    @abstractmethod
     def setup(self, clients: torch.Tensor) -> dict[str, Any]:
         """Create the initial models and place the clients present at round 0; returns extras."""
-        raise NotImplementedError
 
+    @abstractmethod
     def run_round(self, round_index: int, participants: torch.Tensor) -> RoundOutcome:
-        raise NotImplementedError
+        """One round with these participants: assign, train, aggregate."""
 
-    def place_newcomers(self, clients: torch.Tensor, round_index: int) -> int:
-        """Give clients that join now a model; returns bytes exchanged. Default: lowest loss (IFCA's rule)."""
-        losses = self.engine.loss_matrix(self.models, clients)
+    def place_newcomers(self, clients: torch.Tensor, round_index: int) -> None:
+        """Give clients that join now a model. Default: lowest loss (IFCA's rule, chosen on the client)."""
+        losses = self.engine.loss_matrix(self.models, clients, uploads=False)
         self.assign[clients] = torch.argmin(losses, dim=1)
-        return len(clients) * (self.models.shape[0] * self.model_bytes + losses.shape[1] * 4)
 
     def eval_models(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(models [K, D], model index per client) used for the test metrics."""
@@ -146,21 +146,17 @@ class Algorithm:
         for attempt in range(self.opts.restart_attempts):
             models = first if attempt == 0 else torch.stack(
                 [spec.init(seed, "restart", attempt, j) for j in range(count)]).to(device)
-            wins = torch.bincount(torch.argmin(self.engine.loss_matrix(models, clients), 1), minlength=count)
+            # the server picks the draw: every client sends its K losses
+            losses = self.engine.loss_matrix(models, clients, uploads=True)
+            wins = torch.bincount(torch.argmin(losses, 1), minlength=count)
             share = float(wins.min()) / max(1, len(clients))
             if share > best_share:
                 best, best_share = models, share
             if share >= min_share:
-                return models, self._restart_extras(attempt + 1, share, count, len(clients))
-        extras = self._restart_extras(self.opts.restart_attempts, best_share, count, len(clients))
+                return models, {"init_attempts": attempt + 1, "init_min_share": share}
+        extras = {"init_attempts": self.opts.restart_attempts, "init_min_share": best_share}
         extras["init_note"] = f"no draw gave every model {min_share:.3g} of the clients; kept the best"
         return best, extras
-
-    def _restart_extras(self, attempts: int, share: float, count: int, clients: int) -> dict[str, Any]:
-        # Every attempt sends all K models to every client and K losses back.
-        return {"init_attempts": attempts, "init_min_share": share,
-                "setup_bytes_down": attempts * clients * count * self.model_bytes,
-                "setup_bytes_up": attempts * clients * count * 4}
 
     def rng(self, *parts):
         return numpy_rng(self.cfg.seed, self.name, *parts)
@@ -168,7 +164,7 @@ class Algorithm:
     def stream(self, *parts) -> int:
         """A minibatch stream for training outside the rounds (pre-training, newcomer probes).
 
-        `engine.local_train(..., stream=...)` draws its batches from it, so such
+        `engine.federated_train(..., stream=...)` draws its batches from it, so such
         extra training never reuses the batches of a round.
         """
         return derive_seed(self.cfg.seed, self.name, "stream", *parts) % 2**31

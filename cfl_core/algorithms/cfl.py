@@ -99,6 +99,7 @@ import numpy as np
 import torch
 
 from ..data import data_source
+from ..engine.aggregate import weighted_means_by_group
 from ..errors import ConfigError
 from ..settings import Choice, Interval, setting
 from .base import Algorithm, AlgorithmOptions, RoundOutcome
@@ -229,7 +230,7 @@ class TreeNode:
     members: list[int]  # client ids when the node was made
     model_index: int  # the model row this cluster trains (while it is a leaf)
     split_round: int | None = None
-    model: torch.Tensor | None = None  # the pre-split model
+    model: torch.Tensor | None = None  # the pre-split model [1, D]
     children: list[int] = field(default_factory=list)
     child_updates: list[torch.Tensor] = field(default_factory=list)  # [n_c, D] updates of each child at the split
 
@@ -273,26 +274,44 @@ class CFL(Algorithm):
 
     # -- one round -------------------------------------------------------------
     def run_round(self, round_index, participants):
-        device = self.ctx.fed.device
-        self.models = self.models.to(device)
         owners = self.assign[participants].clone()
-        start = self.models[owners.to(device)]
-        trained, train_loss = self.engine.local_train(start, participants, round_index)
-        updates = trained - start
+        updates, train_loss = self._train(round_index, participants, owners)
         weights = self.engine.weights(participants)
         norms = updates.norm(dim=1).cpu()
         sim = cosine_similarity_matrix(updates)
         extras: dict = {"update_norms": [round(float(v), 5) for v in norms]}
         if len(participants) <= self.opts.record_similarity_max:
             extras["similarity"] = np.round(sim, 4).tolist()
+        cluster_norms, events = self._split_checks(round_index, participants, owners, updates, weights, norms, sim)
+        self._aggregate(participants, updates, weights)
+        extras["cluster_norms"] = cluster_norms
+        extras["largest_mean_norm"] = round(self.largest_mean_norm, 5)  # the paper's rule: eps1 ~ a tenth of it
+        extras["clusters"] = int(self.models.shape[0])
+        if events:
+            extras["split_events"] = events
+        if any(e["accepted"] for e in events):
+            phase = "split"
+        else:
+            phase = "warmup" if round_index < self.opts.warmup_rounds else "clustering"
+        return RoundOutcome(phase, None, train_loss, extras)
 
+    def _train(self, round_index: int, participants: torch.Tensor, owners: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(weight updates [P, D], train loss [P]): each participant trains from its cluster's model."""
+        device = self.ctx.fed.device
+        self.models = self.models.to(device)
+        trained, train_loss = self.engine.federated_train(self.models, participants, owners, round_index)
+        return trained - self.models[owners.to(device)], train_loss
+
+    def _split_checks(self, round_index: int, participants: torch.Tensor, owners: torch.Tensor,
+                      updates: torch.Tensor, weights: torch.Tensor, norms: torch.Tensor, sim: np.ndarray
+                      ) -> tuple[list[dict], list[dict]]:
+        """Test every cluster of the round against the criterion and split those that pass the gamma check.
+
+        Returns (norms per cluster, split events)."""
         cluster_norms, events = [], []
-        split_any = False
-        bytes_extra = 0
-        for k in sorted(set(owners.tolist())):
+        for k, mean in weighted_means_by_group(updates, owners, weights).items():
             pos = torch.nonzero(owners == k).squeeze(1)
-            w = weights[pos.to(device)]
-            mean = (updates[pos.to(device)] * w[:, None]).sum(0) / w.sum().clamp(min=1e-12)
             mean_norm, max_norm = float(mean.norm()), float(norms[pos].max())
             self.largest_mean_norm = max(self.largest_mean_norm, mean_norm)
             cluster_norms.append({"cluster": k, "mean_norm": round(mean_norm, 5), "max_norm": round(max_norm, 5),
@@ -308,32 +327,19 @@ class CFL(Algorithm):
                      "gamma_max": self.opts.gamma_max, "mean_norm": round(mean_norm, 5),
                      "max_norm": round(max_norm, 5), "accepted": accepted}
             if accepted:
-                new_k, placed, spent = self._split(k, round_index, participants, updates, part1, part2)
+                new_k, placed = self._split(k, round_index, participants, updates, part1, part2)
                 event["models"] = [k, new_k]
                 if placed:
                     event["absent_members_placed"] = placed
-                bytes_extra += spent
-                split_any = True
             events.append(event)
+        return cluster_norms, events
 
-        # Cluster-wise aggregation (after any split: each child averages only its own clients' updates).
-        owners = self.assign[participants]
+    def _aggregate(self, participants: torch.Tensor, updates: torch.Tensor, weights: torch.Tensor) -> None:
+        """Cluster-wise aggregation (after any split: each child averages only its own clients' updates)."""
         new_models = self.models.clone()
-        for k in sorted(set(owners.tolist())):
-            pos = torch.nonzero(owners == k).squeeze(1).to(device)
-            w = weights[pos]
-            new_models[k] = self.models[k] + (updates[pos] * w[:, None]).sum(0) / w.sum().clamp(min=1e-12)
+        for k, mean in weighted_means_by_group(updates, self.assign[participants], weights).items():
+            new_models[k] = self.models[k] + mean
         self.models = new_models
-
-        extras["cluster_norms"] = cluster_norms
-        extras["largest_mean_norm"] = round(self.largest_mean_norm, 5)  # the paper's rule: eps1 ~ a tenth of it
-        extras["clusters"] = int(self.models.shape[0])
-        if events:
-            extras["split_events"] = events
-        phase = "split" if split_any else ("warmup" if round_index < self.opts.warmup_rounds else "clustering")
-        traffic = len(participants) * self.model_bytes
-        # A descent sends the cached model down and the probe update up.
-        return RoundOutcome(phase, None, traffic + bytes_extra // 2, traffic + bytes_extra // 2, train_loss, extras)
 
     def _criterion(self, round_index: int, size: int, mean_norm: float, max_norm: float) -> bool:
         o = self.opts
@@ -344,14 +350,14 @@ class CFL(Algorithm):
         return mean_norm < self.eps1 and max_norm > self.eps2
 
     def _split(self, k: int, round_index: int, participants: torch.Tensor, updates: torch.Tensor,
-               part1: list[int], part2: list[int]) -> tuple[int, list, int]:
+               part1: list[int], part2: list[int]) -> tuple[int, list]:
         """Split cluster k: part1 keeps model row k, part2 gets a new row; the tree caches the split."""
         node = self.nodes[self.leaf_of_model[k]]
         position = {c: i for i, c in enumerate(participants.tolist())}
         new_k = int(self.models.shape[0])
         self.models = torch.cat([self.models, self.models[k : k + 1].clone()])
         node.split_round = round_index
-        node.model = self.models[k].detach().clone()
+        node.model = self.models[k : k + 1].detach().clone()
         for part, model_index in ((part1, k), (part2, new_k)):
             child = TreeNode(len(self.nodes), node.id, list(part), model_index)
             self.nodes.append(child)
@@ -366,11 +372,11 @@ class CFL(Algorithm):
         taking_part = set(part1) | set(part2)
         absent = [c for c in torch.nonzero(self.assign == k).squeeze(1).tolist() if c not in taking_part]
         if not absent:
-            return new_k, [], 0
+            return new_k, []
         clients = torch.tensor(absent, dtype=torch.int64)
-        leaves, spent = self._descend(clients, node.id, round_index)
+        leaves = self._descend(clients, node.id, round_index)
         self._place(clients, leaves)
-        return new_k, [[c, self.nodes[n].model_index] for c, n in zip(absent, leaves)], spent
+        return new_k, [[c, self.nodes[n].model_index] for c, n in zip(absent, leaves)]
 
     def _place(self, clients: torch.Tensor, leaves: list[int]) -> None:
         self.assign[clients] = torch.tensor([self.nodes[n].model_index for n in leaves], dtype=torch.int64)
@@ -378,24 +384,23 @@ class CFL(Algorithm):
             self.nodes[n].members.append(c)
 
     # -- the parameter tree -------------------------------------------------------
-    def _descend(self, clients: torch.Tensor, node_id: int, round_index: int) -> tuple[list[int], int]:
+    def _descend(self, clients: torch.Tensor, node_id: int, round_index: int) -> list[int]:
         """Leaf reached by each client from `node_id`: at every split node the client trains from the
-        cached pre-split model and follows the child with the most similar cached update."""
+        cached pre-split model (sent to it) and follows the child with the most similar cached update."""
         where = [node_id] * len(clients)
-        spent = 0
         level = 0
         while True:
             todo = [i for i, n in enumerate(where) if not self.nodes[n].is_leaf]
             if not todo:
-                return where, spent
+                return where
             for n in sorted({where[i] for i in todo}):
                 node = self.nodes[n]
                 idx = [i for i in todo if where[i] == n]
                 ids = clients[idx]
-                start = node.model.to(self.ctx.fed.device).expand(len(idx), -1)
-                trained, _ = self.engine.local_train(start, ids, round_index,
-                                                     stream=self.stream("descend", round_index, n, level))
-                upd = (trained - start).detach().to("cpu", torch.float64)
+                owners = torch.zeros(len(idx), dtype=torch.int64)
+                trained, _ = self.engine.federated_train(node.model, ids, owners, round_index,
+                                                         stream=self.stream("descend", round_index, n, level))
+                upd = (trained - node.model.to(trained.device)).detach().to("cpu", torch.float64)
                 upd = upd / upd.norm(dim=1, keepdim=True).clamp(min=1e-12)
                 best = []
                 for cached in node.child_updates:
@@ -405,14 +410,11 @@ class CFL(Algorithm):
                 choice = torch.stack(best, dim=1).argmax(dim=1)
                 for j, i in enumerate(idx):
                     where[i] = node.children[int(choice[j])]
-                spent += len(idx) * 2 * self.model_bytes  # the cached model down, the update up
             level += 1
 
     def place_newcomers(self, clients, round_index):
         """Descend the parameter tree from the root by maximum cosine similarity (the paper's rule)."""
-        leaves, spent = self._descend(clients, 0, round_index)
-        self._place(clients, leaves)
-        return spent
+        self._place(clients, self._descend(clients, 0, round_index))
 
     def tree(self) -> list[dict]:
         """The parameter tree as JSON-able rows (no tensors)."""

@@ -137,26 +137,36 @@ class Clove(Algorithm):
         return torch.tensor([to_model[j] for j in labels], dtype=torch.int64), info
 
     def run_round(self, round_index, participants):
-        k_hat = self.models.shape[0]
-        losses, extras = None, {}
-        placed_down = placed_up = 0
+        phase, new, losses, extras = self._assign(round_index, participants)
+        self._track_stability(round_index, participants, new, phase, extras)
+        # A client that sent a loss vector already holds all K models: it is not sent its own again.
+        self.models, train_loss = self.engine.train_and_aggregate(
+            self.models, participants, self.assign[participants], round_index)
+        return RoundOutcome(phase, losses, train_loss, extras)
+
+    def _assign(self, round_index: int, participants: torch.Tensor
+                ) -> tuple[str, torch.Tensor, torch.Tensor | None, dict]:
+        """(phase, new model per participant, loss matrix or None, extras) of this round."""
         if self.frozen:
-            phase = "stable"
+            extras = {}
             unplaced = participants[self.assign[participants] < 0]
             if len(unplaced):
                 # under partial participation a client may first take part after the freeze:
                 # it is placed like a newcomer (nearest cluster centre of its loss vector)
                 self.place_newcomers(unplaced, round_index)
-                placed_down, placed_up = len(unplaced) * k_hat * self.model_bytes, len(unplaced) * k_hat * 4
                 extras["placed_after_freeze"] = unplaced.tolist()
-            new = self.assign[participants]
-        elif round_index == 0 and self.opts.first_assignment == "random":
-            phase = "init"
+            return "stable", self.assign[participants], None, extras
+        if round_index == 0 and self.opts.first_assignment == "random":
+            k_hat = self.models.shape[0]
             new = torch.as_tensor(self.rng("first").integers(0, k_hat, len(participants)), dtype=torch.int64)
-        else:
-            phase = "clustering"
-            losses = self.engine.loss_matrix(self.models, participants)
-            new, extras = self._cluster(losses, round_index)
+            return "init", new, None, {}
+        losses = self.engine.loss_matrix(self.models, participants, uploads=True)  # the server clusters them
+        new, extras = self._cluster(losses, round_index)
+        return "clustering", new, losses, extras
+
+    def _track_stability(self, round_index: int, participants: torch.Tensor, new: torch.Tensor, phase: str,
+                         extras: dict) -> None:
+        """Apply the assignment, count unchanged rounds, and freeze once enough participants are stable."""
         old = self.assign[participants]
         self.unchanged[participants] = torch.where(new == old, self.unchanged[participants] + 1, 0)
         self.assign[participants] = new
@@ -165,16 +175,10 @@ class Clove(Algorithm):
         if not self.frozen and phase == "clustering" and extras["stable_share"] >= self.opts.stable_share:
             self.frozen = True
             extras["frozen_after"] = round_index  # no loss vectors from the next round on
-        self.models, train_loss = self.engine.train_and_aggregate(
-            self.models, participants, self.assign[participants], round_index)
-        per_client_down = (k_hat if losses is not None else 1) * self.model_bytes
-        per_client_up = self.model_bytes + (k_hat * 4 if losses is not None else 0)
-        return RoundOutcome(phase, losses, len(participants) * per_client_down + placed_down,
-                            len(participants) * per_client_up + placed_up, train_loss, extras)
 
     def place_newcomers(self, clients, round_index):
         """Nearest cluster centre of the newcomer's loss vector (lowest loss before any clustering)."""
-        losses = self.engine.loss_matrix(self.models, clients)
+        losses = self.engine.loss_matrix(self.models, clients, uploads=True)  # the centres are on the server
         if self.centres:
             models = sorted(self.centres)
             centres = np.stack([self.centres[m] for m in models])
@@ -183,4 +187,3 @@ class Clove(Algorithm):
         else:
             self.assign[clients] = torch.argmin(losses, dim=1)
         self.unchanged[clients] = 0
-        return len(clients) * (self.models.shape[0] * self.model_bytes + self.models.shape[0] * 4)

@@ -16,10 +16,8 @@ class FedAvg(Algorithm):
 
     def place_newcomers(self, clients, round_index):
         self.assign[clients] = 0
-        return 0
 
     def run_round(self, round_index, participants):
         self.models, train_loss = self.engine.train_and_aggregate(
             self.models, participants, self.assign[participants], round_index)
-        traffic = len(participants) * self.model_bytes
-        return RoundOutcome("training", None, traffic, traffic, train_loss)
+        return RoundOutcome("training", None, train_loss)

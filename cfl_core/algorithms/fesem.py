@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..engine.aggregate import grouped_weighted_mean, uniform_mean
 from ..errors import ConfigError
 from ..settings import Choice, Interval, setting
 from .base import Algorithm, InitOptions, RoundOutcome
@@ -72,37 +73,27 @@ class FeSEM(Algorithm):
     def run_round(self, round_index, participants):
         device = self.ctx.fed.device
         self.models = self.models.to(device)
-        extra_bytes = 0
         unplaced = participants[self.assign[participants] < 0]
         if len(unplaced):  # first_assignment=distance at round 0
-            start = self.base_model().expand(len(unplaced), -1)
-            trained, _ = self.engine.local_train(start, unplaced, round_index, stream=self.stream("first"))
-            self.assign[unplaced] = nearest_centre(trained, self.models)[0]
-            extra_bytes = len(unplaced) * 2 * self.model_bytes
+            self._join_nearest(self.base_model()[None], unplaced, round_index, self.stream("first"))
         before = self.assign[participants].clone()
-        start = self.models[before.to(device)]
-        trained, train_loss = self.engine.local_train(start, participants, round_index)
+        trained, train_loss = self.engine.federated_train(self.models, participants, before, round_index)
         new, distances = nearest_centre(trained, self.models)
         self.assign[participants] = new
-        weights = self.engine.weights(participants)
         k = self.models.shape[0]
-        sums = torch.zeros_like(self.models)
-        totals = torch.zeros(k, device=device)
-        owners = new.to(device)
-        sums.index_add_(0, owners, trained * weights[:, None])
-        totals.index_add_(0, owners, weights)
-        chosen = totals > 0
-        self.models = torch.where(chosen[:, None], sums / totals.clamp(min=1e-12)[:, None], self.models)
+        self.models = grouped_weighted_mean(trained, new.to(device), self.engine.weights(participants), self.models)
         extras = {"moved": int((new != before).sum()), "centre_sizes": torch.bincount(new, minlength=k).tolist()}
         if len(participants) <= self.opts.record_distances_max:
             extras["l2_distances"] = [[round(float(v), 4) for v in row] for row in distances]
-        traffic = len(participants) * self.model_bytes
-        return RoundOutcome("clustering", None, traffic + extra_bytes // 2, traffic + extra_bytes // 2,
-                            train_loss, extras)
+        return RoundOutcome("clustering", None, train_loss, extras)
 
     def place_newcomers(self, clients, round_index):
         """Train from the mean of the centres, then join the nearest centre."""
-        start = self.models.mean(0, keepdim=True).expand(len(clients), -1)
-        trained, _ = self.engine.local_train(start, clients, round_index, stream=self.stream("newcomer", round_index))
+        self._join_nearest(uniform_mean(self.models)[None], clients, round_index,
+                           self.stream("newcomer", round_index))
+
+    def _join_nearest(self, probe: torch.Tensor, clients: torch.Tensor, round_index: int, stream: int) -> None:
+        """Each client trains the one model `probe` [1, D] and joins the centre nearest to the result."""
+        owners = torch.zeros(len(clients), dtype=torch.int64)
+        trained, _ = self.engine.federated_train(probe, clients, owners, round_index, stream=stream)
         self.assign[clients] = nearest_centre(trained, self.models)[0]
-        return len(clients) * 2 * self.model_bytes

@@ -56,6 +56,7 @@ import numpy as np
 import torch
 from scipy.stats import wasserstein_distance
 
+from ..engine.aggregate import uniform_mean, weighted_mean
 from ..engine.seeding import derive_seed
 from ..errors import ConfigError
 from ..dynamics import newcomer_count
@@ -159,25 +160,51 @@ class FedGroup(Algorithm):
     def _pretrain_config(self):
         return dataclasses.replace(self.engine.train_cfg, local_epochs=self.opts.pretrain_epochs)
 
-    def _pretrain(self, clients: torch.Tensor, round_index: int, purpose: str) -> np.ndarray:
-        """Updates [n, D] (float64) of the clients pre-trained from the initial model."""
-        start = self.init_model.expand(len(clients), -1)
-        trained, _ = self.engine.local_train(start, clients, round_index, train=self._pretrain_config(),
-                                             stream=self.stream(purpose, round_index))
-        return (trained - start).detach().to("cpu", torch.float64).numpy()
+    def _pretrain(self, clients: torch.Tensor, round_index: int, stream: int) -> tuple[torch.Tensor, np.ndarray]:
+        """(trained models [n, D], updates [n, D] float64) of the clients pre-trained from the initial model.
+
+        Each client is sent the initial model and sends its pre-trained model back.
+        """
+        owners = torch.zeros(len(clients), dtype=torch.int64)
+        trained, _ = self.engine.federated_train(self.init_models, clients, owners, round_index,
+                                                 train=self._pretrain_config(), stream=stream)
+        return trained, (trained - self.init_models).detach().to("cpu", torch.float64).numpy()
 
     # -- group cold start -----------------------------------------------------------
     def setup(self, clients):
         m = self.num_models
         fed = self.ctx.fed
-        self.init_model = self.base_model()
+        self.init_models = self.base_model()[None]  # [1, D]: what every cold start trains from
         count = min(len(clients), max(m, int(math.ceil(self.opts.alpha * m))))
         chosen = np.sort(self.rng("cold-start").choice(clients.numpy(), size=count, replace=False))
         chosen_t = torch.as_tensor(chosen, dtype=torch.int64)
-        start = self.init_model.expand(count, -1)
-        trained, _ = self.engine.local_train(start, chosen_t, 0, train=self._pretrain_config(),
-                                             stream=self.stream("group-cold-start"))
-        updates = (trained - start).detach().to("cpu", torch.float64).numpy()
+        trained, updates = self._pretrain(chosen_t, 0, self.stream("group-cold-start"))
+        labels, edc = self._group(updates)
+        self._group_models(labels, trained, updates)
+        self.assign[chosen_t] = labels
+        n = fed.num_clients
+        self.edc: list = [None] * n
+        for i, c in enumerate(chosen.tolist()):
+            self.edc[c] = [round(float(v), 5) for v in edc[i]]
+        self.grouped_counts = torch.zeros(n, max(1, fed.num_classes))
+        if fed.task == "classification":
+            self.grouped_counts[chosen_t] = fed.label_counts(chosen_t)
+        self._edc_changed = False
+        extras = {"cold_start": {"clients": chosen.tolist(), "measure": self.opts.measure,
+                                 "pretrain_epochs": self.opts.pretrain_epochs,
+                                 "group_sizes": torch.bincount(labels, minlength=m).tolist()}}
+        rest = torch.as_tensor(np.setdiff1d(clients.numpy(), chosen), dtype=torch.int64)
+        if len(rest):
+            self._client_cold_start(rest, 0, "client-cold-start")
+        extras["edc"] = list(self.edc)
+        self._edc_changed = False
+        if getattr(self.opts, "migration", False) and self.cfg.unsupervised:
+            extras["migration_note"] = "no migration in unsupervised runs: it needs the clients' labels"
+        return extras
+
+    def _group(self, updates: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
+        """(group per pre-trained client, EDC features): SVD directions, then KMeans++ on EDC or linkage on MADC."""
+        m = self.num_models
         seed = derive_seed(self.cfg.seed, self.name, "cluster")
         self.directions = svd_directions(updates, m, seed)
         edc = edc_features(updates, self.directions)
@@ -190,43 +217,23 @@ class FedGroup(Algorithm):
 
             labels = AgglomerativeClustering(n_clusters=m, metric="precomputed",
                                              linkage="complete").fit_predict(madc_matrix(updates))
-        labels = torch.as_tensor(labels, dtype=torch.int64)
-        trained = trained.detach().to(fed.device)
-        self.models = self.init_model.expand(m, -1).clone()
+        return torch.as_tensor(labels, dtype=torch.int64), edc
+
+    def _group_models(self, labels: torch.Tensor, trained: torch.Tensor, updates: np.ndarray) -> None:
+        """A group's model is the mean of its members' pre-trained models; its direction, of their updates."""
+        m, device = self.num_models, self.ctx.fed.device
+        trained = trained.detach().to(device)
+        self.models = self.init_models.expand(m, -1).clone()
         self.group_directions = np.zeros((m, updates.shape[1]))
         for g in range(m):
             members = torch.nonzero(labels == g).squeeze(1)
             if len(members):  # KMeans / agglomerative never leave a group empty; kept safe anyway
-                self.models[g] = trained[members.to(fed.device)].mean(0)
+                self.models[g] = uniform_mean(trained[members.to(device)])
                 self.group_directions[g] = updates[members.numpy()].mean(0)
-        self.assign[chosen_t] = labels
-        n = fed.num_clients
-        self.edc: list = [None] * n
-        for i, c in enumerate(chosen.tolist()):
-            self.edc[c] = [round(float(v), 5) for v in edc[i]]
-        self.grouped_counts = torch.zeros(n, max(1, fed.num_classes))
-        if fed.task == "classification":
-            self.grouped_counts[chosen_t] = fed.label_counts(chosen_t)
-        self._edc_changed = False
-        # Each pre-trained client gets the initial model and sends its update.
-        extras = {"cold_start": {"clients": chosen.tolist(), "measure": self.opts.measure,
-                                 "pretrain_epochs": self.opts.pretrain_epochs,
-                                 "group_sizes": torch.bincount(labels, minlength=m).tolist()},
-                  "setup_bytes_down": count * self.model_bytes, "setup_bytes_up": count * self.model_bytes}
-        rest = torch.as_tensor(np.setdiff1d(clients.numpy(), chosen), dtype=torch.int64)
-        if len(rest):
-            self._client_cold_start(rest, 0, "client-cold-start")
-            extras["setup_bytes_down"] += len(rest) * self.model_bytes
-            extras["setup_bytes_up"] += len(rest) * self.model_bytes
-        extras["edc"] = list(self.edc)
-        self._edc_changed = False
-        if getattr(self.opts, "migration", False) and self.cfg.unsupervised:
-            extras["migration_note"] = "no migration in unsupervised runs: it needs the clients' labels"
-        return extras
 
     def _client_cold_start(self, clients: torch.Tensor, round_index: int, purpose: str) -> torch.Tensor:
         """Pre-train from the initial model and join the group with the closest stored direction."""
-        updates = self._pretrain(clients, round_index, purpose)
+        _, updates = self._pretrain(clients, round_index, self.stream(purpose, round_index))
         cos = _unit_rows(updates) @ _unit_rows(self.group_directions).T
         dissimilarity = (1.0 - cos) / 2.0
         groups = torch.as_tensor(dissimilarity.argmin(1), dtype=torch.int64)
@@ -241,26 +248,26 @@ class FedGroup(Algorithm):
 
     def place_newcomers(self, clients, round_index):
         self._client_cold_start(clients, round_index, "newcomer")
-        return len(clients) * 2 * self.model_bytes
 
     # -- rounds ------------------------------------------------------------------------
-    def _migrate(self, participants: torch.Tensor, round_index: int) -> tuple[list[dict], int]:
+    def _migrate(self, participants: torch.Tensor, round_index: int) -> list[dict]:
+        """Cold-start again the participants whose label distribution moved; one event each."""
         fed = self.ctx.fed
         grouped = participants[self.assign[participants] >= 0]
         if not len(grouped):
-            return [], 0
+            return []
         now = fed.label_counts(grouped)
         distances = [label_shift(self.grouped_counts[c].numpy(), now[i].numpy())
                      for i, c in enumerate(grouped.tolist())]
         moved = [i for i, d in enumerate(distances) if d > self.opts.shift_threshold]
         if not moved:
-            return [], 0
+            return []
         clients = grouped[moved]
         before = self.assign[clients].clone()
         after = self._client_cold_start(clients, round_index, "migration")
         events = [{"client": int(c), "from": int(b), "to": int(a), "emd": round(distances[i], 4)}
                   for c, b, a, i in zip(clients.tolist(), before.tolist(), after.tolist(), moved)]
-        return events, len(clients) * 2 * self.model_bytes
+        return events
 
     def _inter_group(self, old: torch.Tensor, new: torch.Tensor, trained: torch.Tensor) -> torch.Tensor:
         eta = self.opts.eta_g
@@ -278,19 +285,16 @@ class FedGroup(Algorithm):
             scale = new.norm(dim=1).clamp(min=1e-12)
             for g in ids:
                 w = torch.tensor([1.0 if h == g else eta / float(scale[h]) for h in ids], device=new.device)
-                out[g] = (w[:, None] * new[ids]).sum(0) / w.sum()
+                out[g] = weighted_mean(new[ids], w)  # own weight 1: the total never needs the clamp
         return out
 
     def run_round(self, round_index, participants):
         extras: dict = {}
-        spent = 0
         if self.migrates:
-            events, spent = self._migrate(participants, round_index) if round_index > 0 else ([], 0)
-            extras["migrations"] = events
+            extras["migrations"] = self._migrate(participants, round_index) if round_index > 0 else []
         unplaced = participants[self.assign[participants] < 0]
         if len(unplaced):  # not expected (newcomers are placed when they join), kept safe
             self._client_cold_start(unplaced, round_index, "late-cold-start")
-            spent += len(unplaced) * 2 * self.model_bytes
         old = self.models
         owners = self.assign[participants]
         self.models, train_loss = self.engine.train_and_aggregate(old, participants, owners, round_index)
@@ -299,9 +303,8 @@ class FedGroup(Algorithm):
         if self._edc_changed:
             extras["edc"] = list(self.edc)
             self._edc_changed = False
-        traffic = len(participants) * self.model_bytes
         phase = "migration" if extras.get("migrations") else "training"
-        return RoundOutcome(phase, None, traffic + spent // 2, traffic + spent // 2, train_loss, extras)
+        return RoundOutcome(phase, None, train_loss, extras)
 
 
 class FlexCFL(FedGroup):

@@ -25,11 +25,9 @@ class IFCA(Algorithm):
         return extras
 
     def run_round(self, round_index, participants):
-        losses = self.engine.loss_matrix(self.models, participants)
+        # Each client evaluates the K models and keeps the best itself: no losses go up.
+        losses = self.engine.loss_matrix(self.models, participants, uploads=False)
         self.assign[participants] = torch.argmin(losses, dim=1)  # first minimum on ties
         self.models, train_loss = self.engine.train_and_aggregate(
             self.models, participants, self.assign[participants], round_index)
-        k = self.models.shape[0]
-        # down: all K models to evaluate; up: the trained model (identity of the choice is free)
-        return RoundOutcome("clustering", losses, len(participants) * k * self.model_bytes,
-                            len(participants) * self.model_bytes, train_loss)
+        return RoundOutcome("clustering", losses, train_loss)

@@ -16,10 +16,10 @@ from ..engine.training import reference_loss_matrix, train_sequential
 
 
 class SequentialEngine(Engine):
-    def loss_matrix(self, models: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+    def _loss_values(self, models: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
         return reference_loss_matrix(self.spec, models, self.fed, clients.cpu())
 
-    def local_train(self, start, clients, round_index, train=None, stream=None, schedule=None):
+    def train_without_exchange(self, start, clients, round_index, train=None, stream=None, schedule=None):
         train = train or self.train_cfg
         stream = round_index if stream is None else stream
         clients = clients.cpu()

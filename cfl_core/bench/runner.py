@@ -260,13 +260,13 @@ class Suite:
         seq_ids = ids[:n_seq]
         sched = batch_schedule(fed.n_train[:n_seq].cpu(), seq_ids, self.opts.seed, ROUND, self.cfg)
         # warm-up runs, excluded from the timings
-        engine.local_train(start[: min(clients, 1000)], ids[:1000], ROUND)
+        engine.train_without_exchange(start[: min(clients, 1000)], ids[:1000], ROUND)
         w = min(n_seq, 2)
         train_sequential(spec, start[:w], fed, seq_ids[:w],
                          batch_schedule(fed.n_train[:w].cpu(), seq_ids[:w], self.opts.seed, ROUND, self.cfg), self.cfg)
 
         def batched():
-            return engine.local_train(start, ids, ROUND)
+            return engine.train_without_exchange(start, ids, ROUND)
 
         def sequential():
             return train_sequential(spec, start[:n_seq], fed, seq_ids, sched, self.cfg)
@@ -294,13 +294,13 @@ class Suite:
         models = self.starts(spec, k, "models")
         ids = torch.arange(clients)
         n_seq = self.seq_count(family, clients)
-        engine.loss_matrix(models, ids)  # warm-up
+        engine.loss_matrix(models, ids, uploads=False)  # warm-up
         reference_loss_matrix(spec, models, fed, ids[:2])
         tb, ts, out_b, out_s = self._interleaved(
-            lambda: engine.loss_matrix(models, ids),
+            lambda: engine.loss_matrix(models, ids, uploads=False),
             lambda: reference_loss_matrix(spec, models, fed, ids[:n_seq]), self.seq_reps(clients), clients)
         worst = check_close(f"loss matrix {family} K={k}", out_b[:n_seq], out_s)
-        mem = self.probe.measure(lambda: engine.loss_matrix(models, ids))[:2]
+        mem = self.probe.measure(lambda: engine.loss_matrix(models, ids, uploads=False))[:2]
         flops = forward_flops(spec) * k * float(fed.n_train.sum())
         note = f"loop EXTRAPOLATED from {n_seq} clients" if n_seq < clients else ""
         return self._finish(f"loss matrix {family}", clients, k, tb, ts, clients / n_seq, flops, mem, note, worst)

@@ -1,7 +1,8 @@
 """Engine: what every algorithm calls to train, aggregate, and measure losses.
 
 Algorithms decide who uses which model; the engine does the work, in chunks of
-clients so memory stays bounded however many clients there are.
+clients so memory stays bounded however many clients there are. Every federated
+operation counts its own traffic in `engine.traffic` (see `traffic.py`).
 """
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from dataclasses import dataclass
 
 import torch
 
+from . import aggregate
 from .federation import Federation
 from .models import ModelSpec, per_sample_correct, per_sample_loss
+from .traffic import TrafficLedger
 from .training import BatchSchedule, TrainConfig, batch_schedule, full_gradients, masked_mean, train_batched
 
 AGGREGATIONS = ("model", "gradient")  # CLoVE's Option I (model averaging) and Option II
@@ -36,6 +39,7 @@ class Engine:
         self.seed = seed
         self.aggregation = aggregation
         self.memory_budget = memory_budget_mb * 2**20
+        self.traffic = TrafficLedger(spec.bytes_per_model, fed.num_clients)
 
     # -- sizing -----------------------------------------------------------
     def _train_chunk(self) -> int:
@@ -62,12 +66,14 @@ class Engine:
         n = self.fed.n_train[clients.to(self.fed.device)].cpu()
         return batch_schedule(n, clients, self.seed, stream, train or self.train_cfg)
 
-    def local_train(self, start: torch.Tensor, clients: torch.Tensor, round_index: int,
-                    train: TrainConfig | None = None, stream: int | None = None,
-                    schedule: BatchSchedule | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def train_without_exchange(self, start: torch.Tensor, clients: torch.Tensor, round_index: int,
+                               train: TrainConfig | None = None, stream: int | None = None,
+                               schedule: BatchSchedule | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Train start[i] on client clients[i]; returns (params [P, D], mean train loss [P]).
 
-        `train` overrides the run's training settings (e.g. a pre-training phase);
+        Nothing is sent or received: only for models that never leave the client
+        (Local-only). Federated training is `federated_train` / `train_and_aggregate`,
+        which count their traffic. `train` overrides the run's training settings (e.g. a pre-training phase);
         `stream` names the minibatch random stream (default: the round index), so
         extra training outside the rounds draws batches of its own. `schedule`, when
         given, is `self.schedule(clients, stream, train)` already drawn.
@@ -88,18 +94,35 @@ class Engine:
             losses.append(loss)
         return result, (torch.cat(losses).cpu() if losses else torch.zeros(0))
 
+    def federated_train(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor,
+                        round_index: int, train: TrainConfig | None = None, stream: int | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Send `models[model_of[i]]` to client `clients[i]`, train it there and receive the result.
+
+        Returns (trained params [P, D], mean train loss [P]); the caller derives an
+        update (trained - start) where it needs one: the same bytes come back.
+        `train` and `stream` as in `train_without_exchange`.
+        """
+        self.traffic.send(models, clients, model_of)
+        self.traffic.receive_models(len(clients))
+        start = models.to(self.fed.device)[model_of.to(self.fed.device)]
+        return self.train_without_exchange(start, clients, round_index, train=train, stream=stream)
+
     def train_and_aggregate(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor,
                             round_index: int) -> tuple[torch.Tensor, torch.Tensor]:
         """One federated round for every model: clients train from their model, the server averages.
 
         `model_of[i]` is the model client `clients[i]` trains. Models nobody trained stay as they were.
         Returns (new models [K, D], mean train loss per client [P]). Memory is bounded by chunking.
+        Traffic: the model each client starts from down (unless it already holds it), its
+        trained model (or gradient) up.
         """
+        self.traffic.send(models, clients, model_of)
+        self.traffic.receive_models(len(clients))
         device = self.fed.device
         models = models.to(device)
         clients, model_of = clients.cpu(), model_of.to(device)
-        sums = torch.zeros_like(models)
-        totals = torch.zeros(models.shape[0], device=device)
+        sums, totals = aggregate.zero_sums(models)
         losses = []
         chunk = self._train_chunk()
         schedule = self.schedule(clients, round_index) if self.aggregation != "gradient" else None
@@ -110,25 +133,30 @@ class Engine:
                 contribution = full_gradients(self.spec, models[owners], self.fed, ids)
                 losses.append(torch.full((len(ids),), float("nan")))
             else:
-                contribution, loss = self.local_train(models[owners], ids, round_index,
-                                                      schedule=schedule.rows(lo, lo + len(ids)))
+                contribution, loss = self.train_without_exchange(models[owners], ids, round_index,
+                                                                 schedule=schedule.rows(lo, lo + len(ids)))
                 losses.append(loss)
-            sums.index_add_(0, owners, contribution * w[:, None])
-            totals.index_add_(0, owners, w)
-        trained = totals > 0
-        mean = sums / totals.clamp(min=1e-12)[:, None]
-        if self.aggregation == "gradient":
-            new = torch.where(trained[:, None], models - self.train_cfg.lr * mean, models)
-        else:
-            new = torch.where(trained[:, None], mean, models)
-        return new, (torch.cat(losses) if losses else torch.zeros(0))
+            aggregate.add_weighted(sums, totals, contribution, owners, w)
+        mean, trained = aggregate.group_means(sums, totals)
+        new = models - self.train_cfg.lr * mean if self.aggregation == "gradient" else mean
+        return aggregate.keep_untrained(new, models, trained), (torch.cat(losses) if losses else torch.zeros(0))
 
     # -- measuring ------------------------------------------------------------
-    @torch.no_grad()
-    def loss_matrix(self, models: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+    def loss_matrix(self, models: torch.Tensor, clients: torch.Tensor, *, uploads: bool) -> torch.Tensor:
         """Mean training loss of every client on every model, `[P, K]` on the CPU.
 
-        Each model sees a whole chunk of clients' samples as one batch: a model
+        Every client receives every model (unless it already holds it). `uploads`: the
+        clients send their K losses (float32) to the server (CLoVE's loss vectors, the
+        restarts' shares); False when the client acts on them itself (IFCA's lowest loss).
+        """
+        self.traffic.send(models, clients)
+        if uploads:
+            self.traffic.receive_floats(len(clients), models.shape[0])
+        return self._loss_values(models, clients)
+
+    @torch.no_grad()
+    def _loss_values(self, models: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+        """The loss matrix itself (no traffic). Each model sees a whole chunk of clients' samples as one batch: a model
         shared by many clients needs no per-client copies.
         """
         device = self.fed.device
