@@ -2,7 +2,8 @@
 
 Modules that never import Streamlit (unit-testable without a session):
     paths            the runs folder, run ids and run references
-    jobs             the job manager: experiments stepped in worker threads
+    jobs             a job: experiments stepped round by round in a worker thread
+    manager          the job manager: submits, queues, finds jobs and shares their data set-ups
     store            saved runs on disk (ownership, listing, deleting, exports)
     presets, params  presets and the configuration <-> URL query parameters
     estimate         memory/time estimate of a request, and the limits

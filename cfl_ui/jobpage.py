@@ -9,7 +9,7 @@ import streamlit as st
 from . import controls as C
 from . import session as S
 from .estimate import estimate
-from .jobs import LIVE, PAUSED
+from .snapshots import LIVE, PAUSED
 from .paths import parse_ref
 
 

@@ -17,8 +17,9 @@ from itertools import cycle
 
 import streamlit as st
 
-from .jobs import JobManager, JobSnapshot
+from .manager import JobManager
 from .paths import parse_ref, runs_dir
+from .snapshots import JobSnapshot
 
 OWNER_KEY = "cfl.owner"
 KNOWN_KEY = "cfl.known"  # job ids this session may open (its own, and those it opened by link)

@@ -13,7 +13,7 @@ from cfl_ui import params as Q
 from cfl_ui import run_view as V
 from cfl_ui import session as S
 from cfl_ui.jobpage import BatchPage
-from cfl_ui.jobs import LOCKSTEP, UnitSpec
+from cfl_ui.snapshots import LOCKSTEP, UnitSpec
 from cfl_ui.palette import algorithm_color
 from cfl_ui.theme import page_header
 

@@ -9,7 +9,7 @@ from cfl_ui import controls as C
 from cfl_ui import run_view as V
 from cfl_ui import session as S
 from cfl_ui.estimate import estimate
-from cfl_ui.jobs import LIVE, LOCKSTEP, PAUSED, UnitSpec
+from cfl_ui.snapshots import LIVE, LOCKSTEP, PAUSED, UnitSpec
 from cfl_ui.paths import parse_ref, runs_dir
 from cfl_ui.theme import page_header
 

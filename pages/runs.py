@@ -6,9 +6,8 @@ import streamlit as st
 
 from cfl_ui import run_view as V
 from cfl_ui import session as S
-from cfl_ui.jobs import LIVE
 from cfl_ui.paths import parse_ref, runs_dir
-from cfl_ui.snapshots import ELSEWHERE
+from cfl_ui.snapshots import ELSEWHERE, LIVE
 from cfl_ui.store import delete_job, list_rows, metrics_csv
 from cfl_ui.theme import page_header
 
