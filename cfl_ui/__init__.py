@@ -14,6 +14,7 @@ Modules that never import Streamlit (unit-testable without a session):
     partition_view   a partition's facts and sample images, before any training
     browser          a headless server and Debian's chromium (end-to-end test, screenshots)
 Streamlit-side modules: session (the manager per process, the owner per browser), controls
-(validated sidebar controls synchronised with the URL), run_view (status, charts, live
+(the form's fields and their values), urls (the page's state in the URL, links), panel (the
+sidebar's widget groups), verdicts (validation, checks, the note under Run), preset_picker, run_view (status, charts, live
 refresh, exports), jobpage (Run/Pause/Stop for batch pages), theme.
 """

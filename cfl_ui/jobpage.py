@@ -7,6 +7,7 @@ from typing import Callable
 import streamlit as st
 
 from . import controls as C
+from .verdicts import verdict_note
 from . import session as S
 from .estimate import estimate
 from .snapshots import LIVE, PAUSED
@@ -88,7 +89,7 @@ class BatchPage:
         b3.button("", key=f"{self.prefix}.stop_btn", icon=":material/stop:", on_click=self._on_stop,
                   disabled=not (running or paused), help="Stop: finished runs and rounds stay saved.",
                   width="stretch")
-        C.verdict_note(verdict, where)
+        verdict_note(verdict, where)
 
     def flash(self) -> None:
         message = st.session_state.pop(self.flash_key, None)

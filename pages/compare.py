@@ -1,6 +1,4 @@
 """Compare: several algorithms on the identical federation, from identical initial models, curves overlaid."""
-import json
-
 import streamlit as st
 
 from cfl_core.algorithms import ALGORITHMS
@@ -8,6 +6,10 @@ from cfl_core.compare import comparison_configs
 from cfl_core.config import ExperimentConfig
 from cfl_core.errors import ConfigError
 from cfl_ui import controls as C
+from cfl_ui import urls as U
+from cfl_ui import verdicts as VD
+from cfl_ui.panel import Panel
+from cfl_ui.preset_picker import preset_picker
 from cfl_ui import figures as F
 from cfl_ui import params as Q
 from cfl_ui import run_view as V
@@ -28,37 +30,7 @@ def chosen() -> list:
 
 def options_for(algorithms: list) -> dict:
     """Each algorithm's options from its own expander (only values that differ from the defaults)."""
-    out = {}
-    for algo in algorithms:
-        out[algo] = {}
-        for s in C.option_settings(algo):
-            value = st.session_state.get(C.key(P, f"opt.{algo}.{s.name}"), s.default)
-            if value != s.default:
-                out[algo][s.name] = value
-    return out
-
-
-def apply_algo_options(text: str) -> None:
-    """Put a link's per-algorithm options ({"flexcfl": {"measure": "madc"}, ...}) into the option expanders."""
-    try:
-        given = json.loads(text)
-    except json.JSONDecodeError:
-        given = None
-    if not isinstance(given, dict):
-        notes = st.session_state.get(C.key(P, "_notes")) or []
-        st.session_state[C.key(P, "_notes")] = notes + [f"algo_options={text!r} in the link was ignored (not a JSON object)"]
-        return
-    notes = []
-    for algo, opts in given.items():
-        if algo not in ALGORITHMS or not isinstance(opts, dict):
-            notes.append(f"algo_options for {algo!r} in the link were ignored (not an algorithm's options)")
-            continue
-        kept, dropped = Q.valid_options(algo, opts)  # each value typed and checked by its declaration
-        notes += [f"algo_options {algo}.{name} in the link was ignored ({why})" for name, why in dropped]
-        for name, value in kept.items():
-            st.session_state[C.key(P, f"opt.{algo}.{name}")] = value
-    if notes:
-        st.session_state[C.key(P, "_notes")] = (st.session_state.get(C.key(P, "_notes")) or []) + notes
+    return {algo: C.changed_options(P, algo) for algo in algorithms}
 
 
 def build_configs(values: dict) -> list:
@@ -77,12 +49,12 @@ def build_units(values: dict):
 
 
 page = BatchPage(P, "compare", build_units, LOCKSTEP, parallel=True)
-panel = C.Panel(P)
-extra = C.sync_from_url(P, load_run_config=lambda ref: dict(S.snapshot(ref).units[0].config) if S.snapshot(ref) else None)
+panel = Panel(P)
+extra = U.sync_from_url(P, load_run_config=lambda ref: dict(S.snapshot(ref).units[0].config) if S.snapshot(ref) else None)
 if extra is not None and extra.get("algos"):
     st.session_state[ALGOS_KEY] = [a for a in Q.split_list(extra["algos"]) if a in ALGORITHMS]
 if extra is not None and extra.get("algo_options"):
-    apply_algo_options(extra["algo_options"])
+    U.apply_algo_options(P, extra["algo_options"])
 if extra is not None and extra.get("run"):
     snap0 = S.snapshot(extra["run"])
     if snap0 is not None and not extra.get("algos"):
@@ -92,7 +64,7 @@ if ALGOS_KEY not in st.session_state:
     st.session_state[ALGOS_KEY] = list(DEFAULT_ALGOS)
 
 with st.sidebar:
-    C.preset_picker(panel)
+    preset_picker(panel)
     st.markdown("### Data")
     panel.data_controls(st.sidebar)
     st.markdown("### Algorithms")
@@ -107,7 +79,7 @@ with st.sidebar:
     panel.advanced_controls(st.sidebar)
     panel.general_slot(st.sidebar)
 
-verdict = C.validate(panel, build_configs, parallel=True)
+verdict = VD.validate(panel, build_configs, parallel=True)
 with st.sidebar:
     st.markdown("### Run")
     page.buttons(verdict, run_label="Run all")
@@ -115,8 +87,7 @@ with st.sidebar:
 page_header("Compare",
             "Several algorithms on the <b>identical</b> clients, starting from <b>identical</b> initial models "
             "(same seed), trained round for round: only the algorithm differs.")
-for note in C.url_notes(P):
-    st.warning(note, icon=":material/link:")
+U.show_url_notes(P)
 page.flash()
 
 
@@ -206,7 +177,6 @@ else:
             "the same clients and the same initial models, so differences come from the algorithms alone.",
             icon=":material/play_circle:")
 
-own = {algo: opts for algo, opts in options_for(chosen()).items() if opts}
-params = C.write_url(P, C.values(P), {"run": ref if snap is not None else None, "algos": chosen(),
-                                      "algo_options": json.dumps(own, sort_keys=True) if own else None})
-C.link_box(params, "The link holds every setting and the run.")
+params = U.write_url(P, C.values(P), {"run": ref if snap is not None else None, "algos": chosen(),
+                                      "algo_options": U.algo_options_text(options_for(chosen()))})
+U.link_box(params, "The link holds every setting and the run.")

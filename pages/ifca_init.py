@@ -5,6 +5,10 @@ from cfl_core.algorithms import ALGORITHMS
 from cfl_core.config import INIT_MODES, ExperimentConfig
 from cfl_core.errors import ConfigError
 from cfl_ui import controls as C
+from cfl_ui import urls as U
+from cfl_ui import verdicts as VD
+from cfl_ui.panel import Panel
+from cfl_ui.preset_picker import preset_picker
 from cfl_ui import figures as F
 from cfl_ui import params as Q
 from cfl_ui import run_view as V
@@ -82,8 +86,8 @@ def load_run_config(ref):
 
 
 page = BatchPage(P, "ifca-init", build_units, SEQUENTIAL, parallel=False)
-panel = C.Panel(P)
-extra = C.sync_from_url(P, load_run_config=load_run_config, page_default=page_default())
+panel = Panel(P)
+extra = U.sync_from_url(P, load_run_config=load_run_config, page_default=page_default())
 if extra is not None:
     if extra.get("algos"):
         st.session_state[ALGOS_KEY] = [a for a in Q.split_list(extra["algos"]) if a in INIT_ALGOS]
@@ -100,7 +104,7 @@ st.session_state.setdefault(MODES_KEY, list(INIT_MODES))
 st.session_state.setdefault(SEEDS_KEY, 10)
 
 with st.sidebar:
-    C.preset_picker(panel)
+    preset_picker(panel)
     st.markdown("### Setting")
     panel.data_controls(st.sidebar)
     c1, c2 = st.columns(2)
@@ -126,7 +130,7 @@ with st.sidebar:
     panel.advanced_controls(st.sidebar, dynamics=False)
     panel.general_slot(st.sidebar)
 
-verdict = C.validate(panel, build_configs, parallel=False)
+verdict = VD.validate(panel, build_configs, parallel=False)
 with st.sidebar:
     st.markdown("### Run")
     page.buttons(verdict, run_label="Run")
@@ -135,8 +139,7 @@ page_header("IFCA initialisation",
             "IFCA gives each client the model with the lowest loss. Start every model from the <b>same</b> weights "
             "and all losses tie: every client picks model 0 and the clusters are never found. CLoVE clusters the "
             "loss <i>vectors</i> instead. Here both run over many seeds and the three init modes.")
-for note in C.url_notes(P):
-    st.warning(note, icon=":material/link:")
+U.show_url_notes(P)
 page.flash()
 
 
@@ -244,6 +247,6 @@ else:
             f"{len(chosen_modes())} init modes × {len(chosen_algos())} algorithms) in the background, results filling "
             f"in as each finishes. Estimate: {est}.", icon=":material/play_circle:")
 
-params = C.write_url(P, C.values(P), {"run": ref if snap is not None else None, "algos": chosen_algos(),
+params = U.write_url(P, C.values(P), {"run": ref if snap is not None else None, "algos": chosen_algos(),
                                       "modes": chosen_modes(), "seeds": st.session_state.get(SEEDS_KEY)})
-C.link_box(params, "The link holds every setting and the run.")
+U.link_box(params, "The link holds every setting and the run.")

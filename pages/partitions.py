@@ -4,6 +4,10 @@ import streamlit as st
 from cfl_core.data import dataset_info
 from cfl_core.errors import ConfigError
 from cfl_ui import controls as C
+from cfl_ui import urls as U
+from cfl_ui import verdicts as VD
+from cfl_ui.panel import Panel
+from cfl_ui.preset_picker import preset_picker
 from cfl_ui import figures as F
 from cfl_ui.partition_view import PARTITION_KEYS, partition_config, partition_facts
 from cfl_ui.theme import page_header
@@ -16,10 +20,10 @@ def facts(config_items: tuple) -> dict:
     return partition_facts(dict(config_items))
 
 
-panel = C.Panel(P)
-C.sync_from_url(P)
+panel = Panel(P)
+U.sync_from_url(P)
 with st.sidebar:
-    C.preset_picker(panel)
+    preset_picker(panel)
     st.markdown("### Data")
     panel.data_controls(st.sidebar)
     st.markdown("### Inside each cluster")
@@ -29,7 +33,7 @@ with st.sidebar:
     panel.general_slot(st.sidebar)
 
 values = C.values(P)
-problem = C.check_dataset(panel, values)
+problem = VD.check_dataset(panel, values)
 error = None
 if problem is None:
     try:
@@ -46,8 +50,7 @@ if problem is None:
 page_header("Partitions",
             "The clients before any training: which true cluster each belongs to, which labels and how many "
             "samples it holds, and what makes the clusters differ.")
-for note in C.url_notes(P):
-    st.warning(note, icon=":material/link:")
+U.show_url_notes(P)
 
 if problem is not None:
     st.warning(problem, icon=":material/lock:")
@@ -106,4 +109,4 @@ else:
                  query_params={k: str(v) if v is not None else "none" for k, v in values.items()
                                if k in PARTITION_KEYS})
 
-C.link_box(C.write_url(P, values), "The link holds every setting: opening it shows this same partition.")
+U.link_box(U.write_url(P, values), "The link holds every setting: opening it shows this same partition.")

@@ -6,6 +6,10 @@ from cfl_core.compare import comparison_configs
 from cfl_core.config import ExperimentConfig
 from cfl_core.errors import ConfigError
 from cfl_ui import controls as C
+from cfl_ui import urls as U
+from cfl_ui import verdicts as VD
+from cfl_ui.panel import Panel
+from cfl_ui.preset_picker import preset_picker
 from cfl_ui import run_view as V
 from cfl_ui import session as S
 from cfl_ui.estimate import estimate
@@ -136,8 +140,8 @@ def on_preset(preset) -> None:
 
 
 # -- page -------------------------------------------------------------------------------------
-panel = C.Panel(P)
-extra = C.sync_from_url(P, load_run_config=run_config)
+panel = Panel(P)
+extra = U.sync_from_url(P, load_run_config=run_config)
 if extra is not None:
     if "vs" in extra:
         st.session_state[VS_KEY] = extra["vs"] if extra["vs"] in ALGORITHMS else NONE
@@ -148,7 +152,7 @@ if VS_KEY not in st.session_state:
     st.session_state[VS_KEY] = NONE
 
 with st.sidebar:
-    C.preset_picker(panel, on_apply=on_preset)
+    preset_picker(panel, on_apply=on_preset)
     st.markdown("### Data")
     panel.data_controls(st.sidebar)
     st.markdown("### Algorithm")
@@ -169,7 +173,7 @@ with st.sidebar:
     panel.advanced_controls(st.sidebar)
     panel.general_slot(st.sidebar)
 
-verdict = C.validate(panel, build, parallel=True)
+verdict = VD.validate(panel, build, parallel=True)
 ref = st.session_state.get(RUN_KEY)
 snap = S.snapshot(ref) if ref else None
 job = attached_job()
@@ -192,13 +196,12 @@ with st.sidebar:
               width="stretch")
     b4.button("", key=f"{P}.stop_btn", icon=":material/stop:", on_click=on_stop,
               disabled=not (running or paused), help="Stop: finished rounds stay saved.", width="stretch")
-    C.verdict_note(verdict, st)
+    VD.verdict_note(verdict, st)
 
 page_header("Playground",
             "Clients with a hidden cluster structure train together; watch how the algorithm groups them, round by "
             "round. Pick a preset, press <b>Run</b> (or <b>Step</b>), and explore the charts while it trains.")
-for note in C.url_notes(P):
-    st.warning(note, icon=":material/link:")
+U.show_url_notes(P)
 flash = st.session_state.pop(FLASH_KEY, None)
 if flash:
     st.error(flash, icon=":material/warning:")
@@ -242,7 +245,7 @@ else:
                     "this exact run.")
 
 current = C.values(P)
-params = C.write_url(P, current, {"run": ref if snap is not None else None,
+params = U.write_url(P, current, {"run": ref if snap is not None else None,
                                   "vs": vs_choice() if vs_choice() != NONE else None})
-C.link_box(params, "The link holds every setting (and the run): opening it reproduces the same run. "
+U.link_box(params, "The link holds every setting (and the run): opening it reproduces the same run. "
                    "Copy it with the button at the right of the box.")
