@@ -9,13 +9,12 @@ from cfl_ui import urls as U
 from cfl_ui import verdicts as VD
 from cfl_ui.panel import Panel
 from cfl_ui.preset_picker import preset_picker
-from cfl_ui import figures as F
+from cfl_ui import ifca_view
 from cfl_ui import params as Q
-from cfl_ui import run_view as V
 from cfl_ui import session as S
 from cfl_ui.jobpage import BatchPage
 from cfl_ui.snapshots import SEQUENTIAL, UnitSpec
-from cfl_ui.palette import algorithm_color
+from cfl_ui.live_view import live_fragment
 from cfl_ui.presets import SIGNATURE_PRESET, preset_config
 from cfl_ui.theme import page_header
 
@@ -24,7 +23,6 @@ ALGOS_KEY, MODES_KEY, SEEDS_KEY = f"{P}.algos", f"{P}.modes", f"{P}.seeds"
 INIT_ALGOS = [a for a, cls in ALGORITHMS.items() if cls.uses_init_mode]
 DEFAULT_ALGOS = [a for a in ("ifca", "clove") if a in INIT_ALGOS]
 MAX_SEEDS = 50
-SUCCESS = 0.9999  # final ARI = 1
 
 
 def chosen_algos() -> list:
@@ -143,103 +141,13 @@ U.show_url_notes(P)
 page.flash()
 
 
-def rows_of(snap) -> list:
-    rows = []
-    for u in snap.units:
-        s = u.summary or {}
-        last = u.records[-1] if u.records else None
-        done = u.status in ("finished", "stopped", "failed", "interrupted")
-        rows.append({
-            "seed": u.tags.get("seed"), "init": u.tags.get("init"), "algorithm": u.tags.get("algorithm", u.algorithm),
-            "final_ari": (s.get("final_ari") if s else (last.ari if last else None)) if done else None,
-            "final_accuracy": (s.get("final_accuracy") if s else (last.accuracy if last else None)) if done else None,
-            "first_ari_0_9": s.get("first_round_ari_0_9") if s else None,
-            "status": u.status, "ref": u.ref,
-        })
-    return rows
-
-
-def render(snap):
-    units = list(snap.units)
-    counts = snap.unit_counts()
-    done = sum(counts.get(s, 0) for s in ("finished", "stopped", "failed", "interrupted"))
-    badge = V.STATUS_BADGE.get(snap.status, snap.status)
-    st.markdown(f"{badge} **{done} of {len(units)} runs done** · {units[0].config.get('dataset')} / "
-                f"{units[0].config.get('partition')}, {units[0].config.get('clusters')} clusters × "
-                f"{units[0].config.get('clients_per_cluster')} clients, {units[0].config.get('rounds')} rounds each · "
-                f"device **{snap.device or '—'}** · {snap.elapsed:.0f} s")
-    if snap.live:
-        st.progress(done / max(1, len(units)), text=f"{done}/{len(units)} runs")
-    if snap.status == "queued" and snap.queue_position:
-        st.info(f"Waiting in the queue: position {snap.queue_position}.", icon=":material/hourglass_top:")
-    if snap.error:
-        st.error(snap.error, icon=":material/error:")
-        if snap.traceback:
-            with st.expander("Details (traceback)"):
-                st.code(snap.traceback, language=None)
-    rows = rows_of(snap)
-    algos = list(dict.fromkeys(r["algorithm"] for r in rows))  # in the order they were chosen
-    modes = list(dict.fromkeys(r["init"] for r in rows))
-    labels = {a: C.algorithm_label(a) for a in algos}
-    colors = {a: algorithm_color(a, i) for i, a in enumerate(algos)}
-    # headline: success per algorithm and mode
-    cols = st.columns(len(algos) * len(modes))
-    i = 0
-    for a in algos:
-        for m in modes:
-            sel = [r for r in rows if r["algorithm"] == a and r["init"] == m and r["final_ari"] is not None]
-            wins = sum(1 for r in sel if r["final_ari"] >= SUCCESS)
-            cols[i].metric(f"{labels[a]} · {m}", f"{wins}/{len(sel)}" if sel else "—",
-                           help="Seeds whose final ARI is 1 (clusters recovered exactly) out of those finished.")
-            i += 1
-    finished = [r for r in rows if r["final_ari"] is not None]
-    if not finished:
-        st.info("The first results appear as soon as the first runs finish…", icon=":material/hourglass_top:")
-        return
-    key = (snap.id, len(finished))
-    c1, c2 = st.columns(2, gap="medium")
-    with c1:
-        st.markdown("**Success rate: final ARI = 1**")
-        st.plotly_chart(V.cached_figure(("ifc-succ", key), lambda: F.success_figure(finished, algos, modes, labels, colors)),
-                        key="ifc.success", width="stretch")
-        st.caption("Share of seeds where the algorithm ends with exactly the true clusters, per init mode; "
-                   "the labels count seeds. IFCA's bar at 'same' is the collapse.")
-    with c2:
-        st.markdown("**Spread of the final ARI over seeds**")
-        st.plotly_chart(V.cached_figure(("ifc-spread", key), lambda: F.spread_figure(finished, algos, modes, labels, colors)),
-                        key="ifc.spread", width="stretch")
-        st.caption("Each dot is one seed's final ARI (box = quartiles): a tight cluster at 1 is reliable recovery, "
-                   "dots at 0 are runs where one model took every client.")
-    st.markdown("**Every run** · open any one in the Playground with one click")
-    table = []
-    for r in sorted(rows, key=lambda r: (r["seed"], modes.index(r["init"]) if r["init"] in modes else 9,
-                                         algos.index(r["algorithm"]) if r["algorithm"] in algos else 9)):
-        table.append({"seed": r["seed"], "init": r["init"], "algorithm": labels.get(r["algorithm"], r["algorithm"]),
-                      "final ARI": r["final_ari"], "final accuracy": V.pct(r["final_accuracy"]),
-                      "ARI≥0.9 at round": V._round_text(r["first_ari_0_9"], r["status"]) if r["final_ari"] is not None
-                      else "", "status": r["status"],
-                      "open": V.app_url({"run": r["ref"]}) if r["status"] != "pending" else None})
-    st.dataframe(table, hide_index=True, width="stretch", height=min(420, 36 * (len(table) + 1)), column_config={
-        "final ARI": st.column_config.NumberColumn(format="%.3f"),
-        "final accuracy": st.column_config.NumberColumn(format=V.PERCENT),
-        "open": st.column_config.LinkColumn("open", display_text="in Playground ↗",
-                                            help="This seed's run with every Playground chart"),
-    })
-    csv = "seed,init,algorithm,final_ari,final_accuracy,first_round_ari_0_9,status,run\n" + "".join(
-        f"{r['seed']},{r['init']},{r['algorithm']},{'' if r['final_ari'] is None else r['final_ari']},"
-        f"{'' if r['final_accuracy'] is None else r['final_accuracy']},"
-        f"{'' if r['first_ari_0_9'] is None else r['first_ari_0_9']},{r['status']},{r['ref']}\n" for r in rows)
-    st.download_button("Results (CSV)", csv, "ifca-init.csv", "text/csv", key="ifc.dl_csv",
-                       icon=":material/download:")
-
-
 ref = page.ref()
 snap = S.snapshot(ref) if ref else None
 if ref and snap is None:
     st.warning(f"Run `{ref}` was not found; its settings are loaded — press **Run** to reproduce it.",
                icon=":material/link:")
 if snap is not None:
-    V.live_fragment(ref, render, initial_status=snap.status)
+    live_fragment(ref, ifca_view.render, initial_status=snap.status)
 else:
     est = verdict.estimate.describe() if verdict.estimate is not None else "—"
     n = len(verdict.configs)

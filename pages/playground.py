@@ -10,11 +10,12 @@ from cfl_ui import urls as U
 from cfl_ui import verdicts as VD
 from cfl_ui.panel import Panel
 from cfl_ui.preset_picker import preset_picker
-from cfl_ui import run_view as V
 from cfl_ui import session as S
 from cfl_ui.estimate import estimate
-from cfl_ui.snapshots import LIVE, LOCKSTEP, PAUSED, UnitSpec
+from cfl_ui.snapshots import ELSEWHERE, LIVE, LOCKSTEP, PAUSED, UnitSpec
+from cfl_ui.live_view import live_view
 from cfl_ui.paths import parse_ref, runs_dir
+from cfl_ui.playground_view import ready
 from cfl_ui.theme import page_header
 
 P = "pg"
@@ -212,37 +213,12 @@ if ref and snap is None:
                icon=":material/link:")
 if snap is not None:
     parsed = parse_ref(ref)
-    if snap.from_disk and snap.status not in ("running elsewhere",):
+    if snap.from_disk and snap.status != ELSEWHERE:
         st.caption("Opened from disk (read-only): this run is not running in this server. Press **Run** to run "
                    "the same settings again.")
-    V.live_view(ref, parsed[1] if parsed else None, f"{P}.view", initial_status=snap.status)
+    live_view(ref, parsed[1] if parsed else None, f"{P}.view", initial_status=snap.status)
 else:
-    values = C.values(P)
-    from cfl_core.partition import PARTITION_HELP
-
-    k_hat = values.get("models")
-    vs = vs_choice()
-    who = C.algorithm_label(values.get("algorithm")) + (f" and {C.algorithm_label(vs)} side by side" if vs != NONE else "")
-    st.info(
-        f"**Ready.** {values.get('clusters')} × {values.get('clients_per_cluster')} clients on "
-        f"**{values.get('dataset')}** — *{values.get('partition')}*: {PARTITION_HELP.get(values.get('partition'), '')}. "
-        f"{who}" + (f" with {k_hat} models" if k_hat else "") + f", {values.get('rounds')} rounds. "
-        "Press **Run** in the sidebar.", icon=":material/play_circle:")
-    left, right = st.columns([3, 2], gap="large")
-    with left:
-        st.markdown("**The clients you are about to train**")
-        if not verdict.blocked and not V.partition_preview(values, f"{P}.preview"):
-            st.caption("(no images for this data set; see the Partitions page for its clients)")
-    with right:
-        st.markdown("**What you will see**")
-        st.markdown("- **How the algorithm sees the clients:** every client as a point placed by its loss on each "
-                    "model; colour = its true cluster, symbol = the model it was given.\n"
-                    "- **Who trains which model:** clients by rounds; one solid colour per cluster block means the "
-                    "clusters were found, one colour everywhere is a collapse.\n"
-                    "- **Accuracy and ARI:** how good each client's model is, and how well the grouping matches the "
-                    "truth (ARI 1 = exact).\n\n"
-                    "Every chart has a camera button (PNG) in its toolbar; the link in the sidebar reproduces "
-                    "this exact run.")
+    ready(C.values(P), vs_choice() if vs_choice() != NONE else None, f"{P}.preview", blocked=bool(verdict.blocked))
 
 current = C.values(P)
 params = U.write_url(P, current, {"run": ref if snap is not None else None,

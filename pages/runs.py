@@ -4,11 +4,12 @@ import time
 
 import streamlit as st
 
-from cfl_ui import run_view as V
 from cfl_ui import session as S
+from cfl_ui.live_view import live_view
 from cfl_ui.paths import parse_ref, runs_dir
 from cfl_ui.snapshots import ELSEWHERE, LIVE
 from cfl_ui.store import delete_job, list_rows, metrics_csv
+from cfl_ui.tables import PERCENT, pct
 from cfl_ui.theme import page_header
 
 P = "runs"
@@ -55,11 +56,11 @@ if not rows:
 table = [{
     "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)), "from": KINDS.get(r.kind, r.kind),
     "run": r.title, "algorithm": r.algorithm, "data": f"{r.dataset} / {r.partition}", "status": r.status,
-    "rounds": r.rounds, "final accuracy": V.pct(r.final_accuracy), "final ARI": r.final_ari, "id": r.ref,
+    "rounds": r.rounds, "final accuracy": pct(r.final_accuracy), "final ARI": r.final_ari, "id": r.ref,
 } for r in shown]
 event = st.dataframe(table, hide_index=True, width="stretch", height=min(360, 36 * (len(table) + 1)),
                      on_select="rerun", selection_mode="single-row", key=f"{P}.table", column_config={
-                         "final accuracy": st.column_config.NumberColumn(format=V.PERCENT),
+                         "final accuracy": st.column_config.NumberColumn(format=PERCENT),
                          "final ARI": st.column_config.NumberColumn(format="%.3f"),
                          "id": st.column_config.TextColumn("id", width="small"),
                      })
@@ -127,5 +128,5 @@ if unit.summary:
                        f"{name}-summary.json", "application/json", key=f"{P}.dl_summary",
                        icon=":material/download:", width="stretch")
 
-V.live_view(ref, parsed[1] if len(snap.units) > 1 else None, f"{P}.view", initial_status=snap.status,
+live_view(ref, parsed[1] if len(snap.units) > 1 else None, f"{P}.view", initial_status=snap.status,
             exports=False)
