@@ -16,13 +16,14 @@ Modules that never import Streamlit (unit-testable without a session):
     partition_view   a partition's facts and sample images, before any training
     browser          a headless server and Debian's chromium (end-to-end test, screenshots)
 Streamlit-side modules:
-    session          the manager per process, the owner per browser
+    session          the manager per process, the owner per browser, the runs it may see
     controls         the form's fields (generated from the settings' declarations) and their values
     urls             the page's state in the URL: links in, the URL written back, the link box
     panel            the sidebar's widget groups, with a slot for each message
     verdicts         whether the form may run: validation, data set and device checks, the note under Run
     preset_picker    the preset selector
-    jobpage          Run / Pause / Stop for the batch pages
+    job_specs        what each training page submits: configs and units from the form's values
+    controller       one page's job and its Run / Pause / Step / Stop (every training page uses it)
     charts           the one way a chart is drawn: cached figures, the toolbar config, title and caption
     run_charts       the chart blocks of a run (headline, embedding, assignments, curves, extras, exports)
     live_view        a job's status bar and charts, refreshed while it trains

@@ -262,7 +262,7 @@ class Job:
             summary = None
             if unit.exp is not None:
                 try:
-                    summary = unit.exp.close("failed")
+                    summary = unit.exp.close(FAILED)
                 except Exception:
                     pass
             with self._cond:
@@ -283,7 +283,7 @@ class Job:
                 if unit.status in (PENDING, RUNNING):
                     if unit.exp is not None:
                         try:
-                            unit.summary = unit.exp.close("stopped")
+                            unit.summary = unit.exp.close(STOPPED)
                         except Exception:
                             pass
                         unit.exp = None

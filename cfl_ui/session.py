@@ -19,7 +19,7 @@ import streamlit as st
 
 from .manager import JobManager
 from .paths import parse_ref, runs_dir
-from .snapshots import JobSnapshot
+from .snapshots import LIVE, JobSnapshot
 
 OWNER_KEY = "cfl.owner"
 KNOWN_KEY = "cfl.known"  # job ids this session may open (its own, and those it opened by link)
@@ -89,6 +89,22 @@ def snapshot(ref: str | None) -> JobSnapshot | None:
 def may_control(snap: JobSnapshot) -> bool:
     """Live controls (pause, step, stop) for the owner and for whoever holds the link."""
     return not snap.from_disk and (snap.owner == owner() or snap.id in known())
+
+
+def visible_runs() -> tuple[list, int]:
+    """The saved runs this browser sees, newest first (its own, the CLI's, and other browsers' it holds a
+    link to), and how many runs of other browsers stay hidden."""
+    from .store import list_rows
+
+    jobs = manager()
+    live = {j.id: j.status for j in jobs.jobs() if j.status in LIVE}
+    rows, hidden = list_rows(jobs.root, owner(), live)
+    if hidden:
+        everyone, _ = list_rows(jobs.root, None, live)
+        mine = {r.ref for r in rows}
+        rows += [r for r in everyone if r.job in known() and r.ref not in mine]
+        rows.sort(key=lambda r: (r.created, r.ref), reverse=True)
+    return rows, hidden
 
 
 def shared_config() -> dict | None:

@@ -74,6 +74,29 @@ def validate(panel: Panel, build, *, parallel: bool = True) -> Verdict:
     return Verdict(configs, None, None, est)
 
 
+def validate_partition(panel: Panel, config: dict) -> Verdict:
+    """The Partitions page's check: the data set is installed and the partition alone can be built."""
+    from cfl_core.data import dataset_info
+    from cfl_core.errors import ConfigError
+
+    from .partition_view import partition_config
+
+    blocked = check_dataset(panel, config)
+    if blocked:
+        return Verdict([], None, blocked)
+    try:
+        pcfg = partition_config(config)
+        pcfg.validate(dataset_info(pcfg.dataset))
+    except ConfigError as err:
+        panel.show_error(err)
+        return Verdict([], err, str(err))
+    except (TypeError, ValueError) as err:  # a value no control should produce; still say so
+        panel.general_slot(st.sidebar)
+        panel.slots["general"].error(str(err))
+        return Verdict([], err, str(err))
+    return Verdict([pcfg])
+
+
 def verdict_note(verdict: Verdict, where) -> None:
     """Under the Run buttons: why Run is disabled, or the run's estimated cost."""
     if verdict.blocked:

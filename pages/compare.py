@@ -2,20 +2,17 @@
 import streamlit as st
 
 from cfl_core.algorithms import ALGORITHMS
-from cfl_core.compare import comparison_configs
-from cfl_core.config import ExperimentConfig
-from cfl_core.errors import ConfigError
 from cfl_ui import controls as C
-from cfl_ui import urls as U
-from cfl_ui import verdicts as VD
-from cfl_ui.panel import Panel
-from cfl_ui.preset_picker import preset_picker
 from cfl_ui import compare_view
+from cfl_ui import job_specs as J
 from cfl_ui import params as Q
 from cfl_ui import session as S
-from cfl_ui.jobpage import BatchPage
-from cfl_ui.snapshots import LOCKSTEP, UnitSpec
+from cfl_ui import urls as U
+from cfl_ui.controller import JobController
 from cfl_ui.live_view import live_fragment
+from cfl_ui.panel import Panel
+from cfl_ui.preset_picker import preset_picker
+from cfl_ui.snapshots import LOCKSTEP
 from cfl_ui.theme import page_header
 
 P = "cmp"
@@ -32,35 +29,25 @@ def options_for(algorithms: list) -> dict:
     return {algo: C.changed_options(P, algo) for algo in algorithms}
 
 
-def build_configs(values: dict) -> list:
-    algos = chosen()
-    if len(algos) < 2:
-        raise ConfigError("algorithms", ",".join(algos) or "(none)", "at least two algorithms to compare")
-    own = options_for(algos)
-    base = ExperimentConfig.from_dict({**values, "algorithm": algos[0], "options": own[algos[0]]})
-    return comparison_configs(base, algos, own)
+def first_run_config(ref):
+    snap = S.snapshot(ref)
+    return dict(snap.units[0].config) if snap else None
 
 
-def build_units(values: dict):
-    configs = build_configs(values)
-    units = [UnitSpec(c.algorithm, c, C.algorithm_label(c.algorithm)) for c in configs]
-    return units, "Compare " + " · ".join(u.label for u in units)
-
-
-page = BatchPage(P, "compare", build_units, LOCKSTEP, parallel=True)
+ctl = JobController(P, "compare", lambda values: J.compare_configs(values, chosen(), options_for(chosen())),
+                    J.compare_units, schedule=LOCKSTEP, parallel=True, run_label="Run all")
 panel = Panel(P)
-extra = U.sync_from_url(P, load_run_config=lambda ref: dict(S.snapshot(ref).units[0].config) if S.snapshot(ref) else None)
+extra = U.sync_from_url(P, load_run_config=first_run_config)
 if extra is not None and extra.get("algos"):
     st.session_state[ALGOS_KEY] = [a for a in Q.split_list(extra["algos"]) if a in ALGORITHMS]
 if extra is not None and extra.get("algo_options"):
     U.apply_algo_options(P, extra["algo_options"])
-if extra is not None and extra.get("run"):
-    snap0 = S.snapshot(extra["run"])
-    if snap0 is not None and not extra.get("algos"):
-        st.session_state[ALGOS_KEY] = [u.algorithm for u in snap0.units if u.algorithm in ALGORITHMS]
-page.attach_from_url(extra)
-if ALGOS_KEY not in st.session_state:
-    st.session_state[ALGOS_KEY] = list(DEFAULT_ALGOS)
+if extra is not None and extra.get("run") and not extra.get("algos"):
+    linked = S.snapshot(extra["run"])
+    if linked is not None:
+        st.session_state[ALGOS_KEY] = [u.algorithm for u in linked.units if u.algorithm in ALGORITHMS]
+ctl.attach(extra)
+st.session_state.setdefault(ALGOS_KEY, list(DEFAULT_ALGOS))
 
 with st.sidebar:
     preset_picker(panel)
@@ -78,30 +65,28 @@ with st.sidebar:
     panel.advanced_controls(st.sidebar)
     panel.general_slot(st.sidebar)
 
-verdict = VD.validate(panel, build_configs, parallel=True)
+verdict = ctl.validate(panel)
 with st.sidebar:
     st.markdown("### Run")
-    page.buttons(verdict, run_label="Run all")
+    ctl.buttons(verdict)
 
 page_header("Compare",
             "Several algorithms on the <b>identical</b> clients, starting from <b>identical</b> initial models "
             "(same seed), trained round for round: only the algorithm differs.")
 U.show_url_notes(P)
-page.flash()
+ctl.flash()
 
-
-ref = page.ref()
-snap = S.snapshot(ref) if ref else None
-if ref and snap is None:
-    st.warning(f"Comparison `{ref}` was not found; its settings are loaded — press **Run all** to reproduce it.",
+snap = ctl.snapshot()
+if ctl.ref and snap is None:
+    st.warning(f"Comparison `{ctl.ref}` was not found; its settings are loaded — press **Run all** to reproduce it.",
                icon=":material/link:")
 if snap is not None:
-    live_fragment(ref, compare_view.render, initial_status=snap.status)
+    live_fragment(ctl.ref, compare_view.render, initial_status=snap.status)
 else:
     st.info("Choose the data and at least two algorithms in the sidebar, then press **Run all**. Every algorithm gets "
             "the same clients and the same initial models, so differences come from the algorithms alone.",
             icon=":material/play_circle:")
 
-params = U.write_url(P, C.values(P), {"run": ref if snap is not None else None, "algos": chosen(),
+params = U.write_url(P, C.values(P), {**ctl.link_extra(snap), "algos": chosen(),
                                       "algo_options": U.algo_options_text(options_for(chosen()))})
 U.link_box(params, "The link holds every setting and the run.")

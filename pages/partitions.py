@@ -1,19 +1,16 @@
 """Partitions: see the clients' data before training — cluster x class, label mixes, sizes, sample images."""
 import streamlit as st
 
-from cfl_core.data import dataset_info
-from cfl_core.errors import ConfigError
 from cfl_ui import controls as C
 from cfl_ui import partition_charts
 from cfl_ui import urls as U
 from cfl_ui import verdicts as VD
 from cfl_ui.panel import Panel
+from cfl_ui.partition_view import PARTITION_KEYS
 from cfl_ui.preset_picker import preset_picker
-from cfl_ui.partition_view import PARTITION_KEYS, partition_config
 from cfl_ui.theme import page_header
 
 P = "part"
-
 
 panel = Panel(P)
 U.sync_from_url(P)
@@ -28,29 +25,17 @@ with st.sidebar:
     panel.general_slot(st.sidebar)
 
 values = C.values(P)
-problem = VD.check_dataset(panel, values)
-error = None
-if problem is None:
-    try:
-        pcfg = partition_config(values)
-        pcfg.validate(dataset_info(pcfg.dataset))
-    except ConfigError as exc:
-        error = exc
-        panel.show_error(exc)
-    except (TypeError, ValueError) as exc:
-        error = exc
-        panel.general_slot(st.sidebar)
-        panel.slots["general"].error(str(exc))
+verdict = VD.validate_partition(panel, values)
 
 page_header("Partitions",
             "The clients before any training: which true cluster each belongs to, which labels and how many "
             "samples it holds, and what makes the clusters differ.")
 U.show_url_notes(P)
 
-if problem is not None:
-    st.warning(problem, icon=":material/lock:")
-elif error is not None:
+if verdict.error is not None:
     st.error("This partition cannot be built: see the message by the setting in the sidebar.", icon=":material/warning:")
+elif verdict.blocked:
+    st.warning(verdict.blocked, icon=":material/lock:")
 else:
     with st.spinner("Drawing the partition…"):
         data = partition_charts.facts(values)

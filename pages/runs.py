@@ -7,8 +7,8 @@ import streamlit as st
 from cfl_ui import session as S
 from cfl_ui.live_view import live_view
 from cfl_ui.paths import parse_ref, runs_dir
-from cfl_ui.snapshots import ELSEWHERE, LIVE
-from cfl_ui.store import delete_job, list_rows, metrics_csv
+from cfl_ui.snapshots import LIVE
+from cfl_ui.store import delete_job, metrics_csv
 from cfl_ui.tables import PERCENT, pct
 from cfl_ui.theme import page_header
 
@@ -21,14 +21,7 @@ page_header("Runs",
             "Playground's charts, exports, and delete.")
 
 manager = S.manager()
-live = {j.id: j.status for j in manager.jobs() if j.status in LIVE}
-rows, hidden = list_rows(manager.root, S.owner(), live)
-known = S.known()
-if hidden:  # runs of other browsers this session holds a link to are shown too
-    extra_rows, _ = list_rows(manager.root, None, live)
-    mine = {r.ref for r in rows}
-    rows += [r for r in extra_rows if r.job in known and r.ref not in mine]
-    rows.sort(key=lambda r: (r.created, r.ref), reverse=True)
+rows, hidden = S.visible_runs()
 
 url_ref = st.query_params.get("run")
 if url_ref and parse_ref(url_ref) and st.session_state.get(f"{P}._url") != url_ref:
@@ -92,7 +85,7 @@ with act:
     a1, a2 = st.columns(2)
     a1.page_link("pages/playground.py", label="Open in Playground", icon=":material/science:",
                  query_params={"run": ref})
-    is_live = snap.status in LIVE or snap.status == ELSEWHERE
+    is_live = snap.live
     if st.session_state.get(f"{P}.confirm") == parsed[0]:
         st.warning(f"Delete `{manager.root / parsed[0]}`" +
                    (f" and all {len(snap.units)} runs in it" if len(snap.units) > 1 else "") +
