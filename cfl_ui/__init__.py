@@ -27,6 +27,6 @@ Streamlit-side modules:
     charts           the one way a chart is drawn: cached figures, the toolbar config, title and caption
     run_charts       the chart blocks of a run (headline, embedding, assignments, curves, extras, exports)
     live_view        a job's status bar and charts, refreshed while it trains
-    playground_view, compare_view, ifca_view, partition_charts   what those pages show
+    playground_view, compare_view, ifca_view, partition_charts, runs_view   what those pages show
     theme            the page's style and header
 """
