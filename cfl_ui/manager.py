@@ -183,9 +183,6 @@ class JobManager:
             jobs = list(self._jobs.values())
         return [j for j in jobs if owner is None or j.owner == owner]
 
-    def live_ids(self) -> set[str]:
-        return {j.id for j in self.jobs() if j.status in LIVE}
-
     def job_ended(self, job: Job) -> None:
         """Called by a job's worker when it ends: old ended jobs are forgotten (still on disk)."""
         with self._lock:
