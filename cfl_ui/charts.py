@@ -1,4 +1,5 @@
-"""The one way a chart reaches a page: figures cached per run and round, drawn with the toolbar config, a title above and a caption below.
+"""The one way a chart reaches a page: figures cached per run and round, drawn with the toolbar config, a title
+above and a caption below.
 
     chart(lambda: F.metric_figure(series, ["ari"]), "cmp.ari", cache=("ari", unit_key(u)),
           title="**Clusters found (ARI) over rounds**", caption="How well ...")

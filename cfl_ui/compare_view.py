@@ -1,4 +1,5 @@
-"""The Compare page's results: the status bar, the results table, the overlaid curves, one heatmap per algorithm, the CSVs."""
+"""The Compare page's results: the status bar, the results table, the overlaid curves, one heatmap per algorithm,
+the CSVs."""
 from __future__ import annotations
 
 import streamlit as st

@@ -1,4 +1,5 @@
-"""The IFCA-initialisation page's results: success per algorithm and init mode, the spread over seeds, every run's row."""
+"""The IFCA-initialisation page's results: success per algorithm and init mode, the spread over seeds, every run's
+row."""
 from __future__ import annotations
 
 import streamlit as st

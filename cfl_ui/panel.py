@@ -1,4 +1,5 @@
-"""The sidebar's widget panels: each page's controls drawn from the form's fields, in their groups, with a slot for each message.
+"""The sidebar's widget panels: each page's controls drawn from the form's fields, in their groups, with a slot for
+each message.
 
 A `Panel` draws the controls of one page (data, algorithm, models, the
 algorithm's own options, training, "More settings") from `controls.FIELDS`

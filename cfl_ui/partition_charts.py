@@ -1,4 +1,5 @@
-"""The clients before any training, drawn: the Partitions page's numbers and charts, and the Playground's preview of the clusters.
+"""The clients before any training, drawn: the Partitions page's numbers and charts, and the Playground's preview
+of the clusters.
 
 The partition's facts (cfl_ui.partition_view) are built once per setting of the
 fields that define the clients and shared by both.

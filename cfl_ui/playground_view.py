@@ -1,4 +1,5 @@
-"""The Playground before its first run: what is about to be trained, the clients themselves, and what the charts will show."""
+"""The Playground before its first run: what is about to be trained, the clients themselves, and what the charts
+will show."""
 from __future__ import annotations
 
 import streamlit as st

@@ -1,4 +1,5 @@
-"""The chart blocks of a run: headline numbers, how the algorithm sees the clients, who trains which model, curves, extras, exports.
+"""The chart blocks of a run: headline numbers, how the algorithm sees the clients, who trains which model, curves,
+extras, exports.
 
 Each block draws one part of the Playground's picture of a run (a UnitSnapshot)
 through the chart helper; the live view (cfl_ui.live_view) lays them out for

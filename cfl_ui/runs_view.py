@@ -1,4 +1,5 @@
-"""The Runs page's pieces: the table of saved runs to pick from, a run's actions (open, delete after asking) and its downloads."""
+"""The Runs page's pieces: the table of saved runs to pick from, a run's actions (open, delete after asking) and
+its downloads."""
 from __future__ import annotations
 
 import json

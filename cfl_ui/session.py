@@ -1,4 +1,5 @@
-"""The Streamlit side of the job manager: one manager per server process, an owner per browser.
+"""The Streamlit side of the job manager: one manager per server process, an owner per browser, the runs it may
+see.
 
 Isolation: every job records the owner hash of the browser that started it.
 Pages find a job only by its id (from this session's own list or from the URL
