@@ -18,6 +18,23 @@ def _ints(text: str) -> tuple[int, ...]:
     return values
 
 
+def _names(text: str) -> tuple[str, ...]:
+    values = tuple(v.strip() for v in text.split(",") if v.strip())
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected names separated by commas, got {text!r}")
+    return values
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"expected numbers > 0 separated by commas, got {text!r}")
+    return values
+
+
 def _limits(text: str) -> dict[str, int]:
     """`mlp=1000,cnn=500` or one number for every family."""
     out = {}
@@ -61,6 +78,20 @@ def register(subparsers) -> None:
                             "e.g. cnn=1000")
     small.add_argument("--samples", type=int, help="training samples per client (default 60)")
     small.add_argument("--matmul-n", type=int, help="size of the peak matmul (default 2048 CPU, 8192 CUDA)")
+    peers = p.add_argument_group(
+        "peers (python -m cfl_core bench --peers flower,pfl): the same FedAvg workload in CFL Lab, Flower and "
+        "pfl-research, each peer run as a subprocess with its own interpreter (see benchmarks/PEERS.md)")
+    peers.add_argument("--peers", type=_names, help="compare with these peers instead of the engine benchmark: "
+                                                    "flower, pfl or flower,pfl (--sizes sets M; default 10,100,1000,10000)")
+    peers.add_argument("--rounds", type=int, help="rounds per peer row, one warm-up included (default 4)")
+    peers.add_argument("--peer-python", metavar="PATH", help="the peers' interpreter (default .venv-peers/bin/python)")
+    peers.add_argument("--time-limit", type=float, help="seconds per peer row before it is stopped (default 900)")
+    peers.add_argument("--clove-clients", type=int, help="clients in the CLoVE row (default 1000; 0 skips it)")
+    peers.add_argument("--flower-cpus", type=_floats, help="Flower client resources (CPUs per client) to try "
+                                                           "(default 1,2; the fastest is kept)")
+    peers.add_argument("--pfl-setups", type=_names, help="pfl setups to try as PROCESSESxTHREADS (default 1x2,2x1)")
+    peers.add_argument("--peer-profile", action="store_true", help="sample every peer row with py-spy (where its time goes)")
+    peers.add_argument("--peer-workdir", metavar="DIR", help="keep the workload files, logs and peer JSON here")
     p.set_defaults(func=run)
     _PARSER_ACTIONS[:] = [a for a in p._actions if a.option_strings and a.dest != "help"]
 
@@ -100,6 +131,8 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    if args.peers:
+        return _run_peers(args)
     from ..bench import BenchMismatch, BenchOptions, run_benchmark
     from ..bench.report import text_table, write_json, write_markdown
 
@@ -119,6 +152,41 @@ def _run(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(text_table(report.rows))
+    if args.out:
+        write_markdown(report, command, args.out)
+        print(f"table written to {args.out}", file=sys.stderr)
+    if args.json:
+        write_json(report, args.json)
+        print(f"JSON written to {args.json}", file=sys.stderr)
+    return 0
+
+
+def _run_peers(args) -> int:
+    from ..bench.peers import (PEER_SCRIPTS, PeerEnvironmentMissing, PeerOptions, learning_check,
+                               run_peer_benchmark, text_table, write_json, write_markdown)
+
+    unknown = [p for p in args.peers if p not in PEER_SCRIPTS]
+    if unknown:
+        print(f"error: --peers {unknown[0]!r} is not a peer; choose from {', '.join(PEER_SCRIPTS)}", file=sys.stderr)
+        return 2
+    fields = {"sizes": args.sizes, "rounds": args.rounds, "peer_python": args.peer_python,
+              "time_limit": args.time_limit, "clove_clients": args.clove_clients, "flower_cpus": args.flower_cpus,
+              "pfl_setups": args.pfl_setups, "workdir": args.peer_workdir, "threads": args.threads,
+              "samples": args.samples}
+    opts = PeerOptions(peers=args.peers, profile=args.peer_profile,
+                       **{k: v for k, v in fields.items() if v is not None})
+    if opts.rounds <= opts.warmup:
+        print(f"error: --rounds must be more than the {opts.warmup} warm-up round", file=sys.stderr)
+        return 2
+    try:
+        report = run_peer_benchmark(opts, log=lambda line: print(line, file=sys.stderr, flush=True))
+    except PeerEnvironmentMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(text_table(report.rows))
+    for line in learning_check(report.rows):
+        print(line)
+    command = _command(args)
     if args.out:
         write_markdown(report, command, args.out)
         print(f"table written to {args.out}", file=sys.stderr)
