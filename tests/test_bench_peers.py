@@ -254,7 +254,17 @@ def test_a_size_is_skipped_when_smaller_ones_show_it_cannot_finish():
     note = peers._predicted_too_slow(rows, "flower", "fedavg", 10000, opts)
     assert note and "M^1.30" in note and "over the 600 s limit" in note
     assert peers._predicted_too_slow(rows[:1], "flower", "fedavg", 1000, opts) is None
+    slow = [peers.PeerRow("flower", "num_cpus=1", "fedavg", 100, 1, 500.0)]
+    assert peers._predicted_too_slow(slow, "flower", "fedavg", 1000, opts) is None  # up to 1000 always runs
     assert peers._predicted_too_slow(rows, "pfl", "fedavg", 10000, opts) is None
+
+
+def test_large_rows_run_only_the_setup_that_was_fastest_below():
+    rows = [peers.PeerRow("pfl", "1 process x 2 threads", "fedavg", 100, 1, 3.0),
+            peers.PeerRow("pfl", "2 processes x 1 thread", "fedavg", 100, 1, 1.5)]
+    assert peers.setups_to_run(rows, "pfl", 100, ["1x2", "2x1"]) == (["1x2", "2x1"], "")
+    chosen, why = peers.setups_to_run(rows, "pfl", 1000, ["1x2", "2x1"])
+    assert chosen == ["2x1"] and "fastest at M=100" in why and "2.0x slower" in why
 
 
 def test_profile_summary_reads_py_spy_raw_stacks():

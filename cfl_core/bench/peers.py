@@ -327,8 +327,8 @@ def run_peer(opts: PeerOptions, framework: str, variant: str, data: Path, algori
         try:
             rc = proc.wait(timeout=opts.time_limit)
         except subprocess.TimeoutExpired:
-            _kill_tree(proc)
             rc = None
+        _kill_tree(proc)  # also after a normal exit: a forked helper of the peer may still be running
         wall = time.perf_counter() - t0
     result = json.loads(out.read_text()) if out.exists() else None
     row = row_from_result(framework, label, algorithm, clients, models, result, opts)
@@ -439,11 +439,34 @@ def _trivial(frame: str) -> bool:
     return frame.startswith(("<module>", "_run_module", "run_module", "_bootstrap", "<lambda>", "_call_with_frames"))
 
 
+NARROW_ABOVE = 100  # above this many clients only the setup that was fastest at the largest smaller size runs
+
+
+def setups_to_run(rows: list[PeerRow], framework: str, clients: int, variants: list[str]) -> tuple[list[str], str]:
+    """Every setup up to NARROW_ABOVE clients; above, the one that was fastest at the largest smaller
+    size of any algorithm (with why), so the large rows are not paid for twice."""
+    if clients <= NARROW_ABOVE or len(variants) == 1:
+        return variants, ""
+    smaller = [r for r in rows if r.framework == framework and r.clients < clients and r.seconds is not None]
+    if not smaller:
+        return variants, ""
+    size = max(r.clients for r in smaller)
+    at = [r for r in smaller if r.clients == size and r.algorithm == "fedavg"] or [r for r in smaller if r.clients == size]
+    best = min(at, key=lambda r: r.seconds)
+    others = ", ".join(f"{r.variant} {r.seconds / best.seconds:.1f}x slower" for r in at if r is not best)
+    chosen = [v for v in variants if variant_label(framework, v) == best.variant]
+    if not chosen:
+        return variants, ""
+    return chosen, f"setup: the fastest at M={size}" + (f" ({others})" if others else "")
+
+
 def _predicted_too_slow(rows: list[PeerRow], framework: str, algorithm: str, clients: int,
                         opts: PeerOptions) -> str | None:
     """Skip a size when the framework's smaller sizes already show it cannot finish in time: the round
     time grown from the last measured size with the growth measured between the last two sizes
     (at least linear in M), times the rounds, plus its start-up."""
+    if clients <= NARROW_ABOVE * 10:
+        return None  # 10, 100 and 1000 clients always run (the time limit still stops a row)
     done = sorted((r for r in rows if r.framework == framework and r.algorithm == algorithm and r.best
                    and r.clients < clients), key=lambda r: r.clients)
     if not done:
@@ -495,8 +518,12 @@ def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print) ->
                     rows.append(PeerRow(framework, "-", algorithm, clients, models, None, status=skip))
                     log(f"  {framework:<7} {skip}")
                     continue
+                variants, why = setups_to_run(rows, framework, clients, variants)
                 tried = [run_peer(opts, framework, v, data, algorithm, clients, models, python, workdir, log)
                          for v in variants]
+                if why:
+                    for r in tried:
+                        r.note = why + "; " + r.note
                 timed = [r for r in tried if r.seconds is not None]
                 best = min(timed, key=lambda r: r.seconds) if timed else tried[0]
                 for r in tried:
