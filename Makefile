@@ -41,7 +41,7 @@ $(PEERS_STAMP): requirements-peers.txt
 	touch $(PEERS_STAMP)
 
 bench-peers: $(STAMP) $(PEERS_STAMP)
-	$(PY) -m cfl_core bench --peers flower,pfl --threads 2 --sizes 10,100,1000,10000 --rounds 4 --time-limit 900 \
+	$(PY) -m cfl_core bench --peers flower,pfl --threads 2 --sizes 10,100,1000,10000 --rounds 4 --time-limit 600 \
 		--peer-python $(PEERS_VENV)/bin/python --peer-profile --out benchmarks/PEERS.md --json benchmarks/peers.json
 
 clean-venv:

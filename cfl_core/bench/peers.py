@@ -488,9 +488,12 @@ def _predicted_too_slow(rows: list[PeerRow], framework: str, algorithm: str, cli
     return None
 
 
-def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print) -> PeerReport:
+def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print,
+                       progress: Callable[["PeerReport"], None] | None = None) -> PeerReport:
     """Every row of the peer table. Raises PeerEnvironmentMissing before any work when the peers'
-    interpreter is missing."""
+    interpreter is missing. `progress(report)` is called after every size (the report so far), so a
+    run stopped part way keeps its finished rows. Order: FedAvg up to 1000 clients, the CLoVE row,
+    then the larger FedAvg sizes."""
     began = time.perf_counter()
     python = check_peer_environment(opts) if opts.peers else None
     threads_before = torch.get_num_threads()
@@ -501,9 +504,10 @@ def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print) ->
     workdir = Path(opts.workdir) if opts.workdir else Path(tempfile.mkdtemp(prefix="cfl-peers-"))
     workdir.mkdir(parents=True, exist_ok=True)
     rows: list[PeerRow] = []
-    plan = [("fedavg", m) for m in opts.sizes]
+    plan = [("fedavg", m) for m in sorted(opts.sizes) if m <= 1000]
     if opts.clove_clients:
         plan.append(("clove", opts.clove_clients))
+    plan += [("fedavg", m) for m in sorted(opts.sizes) if m > 1000]
     try:
         for algorithm, clients in plan:
             log(f"{algorithm} with M = {clients} clients")
@@ -531,6 +535,10 @@ def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print) ->
                 rows.extend(tried)
             if not opts.workdir:
                 data.unlink(missing_ok=True)
+            if progress:
+                facts_now = {**facts, "load_after": load_average(), "other_cpus": whole.cpus(),
+                             "peer_python": str(python) if python else None, "partial": True}
+                progress(PeerReport(facts_now, opts, list(rows), time.perf_counter() - began))
     finally:
         torch.set_num_threads(threads_before)
         if not opts.workdir:
@@ -647,6 +655,8 @@ def markdown(report: PeerReport, command: str) -> str:
     lines = [
         "# Peer benchmark: CFL Lab against Flower and pfl-research on identical work",
         "",
+        *(["**Partial:** written after each size; the run had not finished all its rows when this was written.",
+           ""] if f.get("partial") else []),
         ("**Preliminary (machine loaded):** other processes kept up to "
          f"{max(loads):.2f} of the {f['cpu_count']} CPUs busy during some rows (column *other load*); "
          "no target is claimed from this table." if loaded else

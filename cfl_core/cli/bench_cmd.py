@@ -178,19 +178,24 @@ def _run_peers(args) -> int:
     if opts.rounds <= opts.warmup:
         print(f"error: --rounds must be more than the {opts.warmup} warm-up round", file=sys.stderr)
         return 2
+    command = _command(args)
+
+    def save(report) -> None:
+        if args.out:
+            write_markdown(report, command, args.out)
+        if args.json:
+            write_json(report, args.json)
+
     try:
-        report = run_peer_benchmark(opts, log=lambda line: print(line, file=sys.stderr, flush=True))
+        report = run_peer_benchmark(opts, log=lambda line: print(line, file=sys.stderr, flush=True), progress=save)
     except PeerEnvironmentMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(text_table(report.rows))
     for line in learning_check(report.rows):
         print(line)
-    command = _command(args)
-    if args.out:
-        write_markdown(report, command, args.out)
-        print(f"table written to {args.out}", file=sys.stderr)
-    if args.json:
-        write_json(report, args.json)
-        print(f"JSON written to {args.json}", file=sys.stderr)
+    save(report)
+    for path in (args.out, args.json):
+        if path:
+            print(f"written to {path}", file=sys.stderr)
     return 0
