@@ -291,3 +291,17 @@ def test_peer_scripts_are_outside_the_library_and_cfl_core_never_imports_them():
     # the scripts parse without their frameworks (imports happen inside main)
     for script in peers.PEER_SCRIPTS.values():
         subprocess.run([sys.executable, "-m", "py_compile", str(REPO / script)], check=True)
+
+
+def test_learning_check_compares_after_equal_rounds_and_a_saved_run_renders_again(tmp_path):
+    rows = [peers.PeerRow("CFL Lab", "Experiment.step()", "fedavg", 1000, 1, 0.2, accuracy=0.822, accuracy_after=4),
+            peers.PeerRow("flower", "num_cpus=1 per client", "fedavg", 1000, 1, None, accuracy=0.509, accuracy_after=1),
+            peers.PeerRow("pfl", "2 processes x 1 thread", "fedavg", 1000, 1, 2.0, accuracy=0.823, accuracy_after=4)]
+    (line,) = peers.learning_check(rows)
+    assert "after 4 rounds" in line and "spread 0.1 points, within 3" in line
+    assert "flower finished only 1 round(s)" in line
+    report = peers.PeerReport({"cpu": "x", "cpu_count": 2, "python": "3", "load_before": "1", "load_after": "1",
+                               "other_cpus": 0.1}, peers.PeerOptions(), rows)
+    peers.write_json(report, tmp_path / "r.json")
+    again = peers.report_from_json(tmp_path / "r.json")
+    assert again.rows == rows and again.options == peers.PeerOptions()

@@ -390,15 +390,16 @@ def _process_label(header: str) -> str:
     """A short name for one of py-spy's `process PID:"command line"` roots."""
     pid = header.split(":", 1)[0].replace("process", "").strip()
     cmd = header.split(":", 1)[-1]
-    for marker, role in (("ray::", None), ("torchrun", "torchrun agent"),
+    for marker, role in (("ray::", None), ("torchrun", "torchrun agent"), ("log_monitor", "Ray log monitor"),
+                         ("monitor.py", "Ray autoscaler monitor"), ("dashboard", "Ray dashboard agent"),
+                         ("runtime_env", "Ray runtime-env agent"), ("default_worker.py", "Ray worker (ClientApp actor)"),
                          ("flower_fedavg.py", "Flower driver (ServerApp + simulation engine)"),
-                         ("pfl_fedavg.py", "pfl process"), ("default_worker.py", "Ray worker (ClientApp actor)"),
-                         ("log_monitor", "Ray log monitor"), ("monitor.py", "Ray autoscaler monitor"),
-                         ("dashboard", "Ray dashboard agent"), ("runtime_env", "Ray runtime-env agent")):
+                         ("pfl_fedavg.py", "pfl process")):
         if marker in cmd:
             role = role or "Ray actor " + cmd[cmd.index("ray::"):].split()[0].strip('"')
             return f"{role} (pid {pid})"
-    return f"pid {pid}: {cmd.strip()[:40]}"
+    cmd = cmd.strip().strip('"')
+    return f"pid {pid}: {cmd[:40]}" if cmd else f"the peer's process (pid {pid})"
 
 
 def summarize_profile(raw: str, top: int = 8) -> dict:
@@ -489,7 +490,7 @@ def _predicted_too_slow(rows: list[PeerRow], framework: str, algorithm: str, cli
 
 
 def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print,
-                       progress: Callable[["PeerReport"], None] | None = None) -> PeerReport:
+                       progress: Callable[["PeerReport"], None] | None = None, command: str = "") -> PeerReport:
     """Every row of the peer table. Raises PeerEnvironmentMissing before any work when the peers'
     interpreter is missing. `progress(report)` is called after every size (the report so far), so a
     run stopped part way keeps its finished rows. Order: FedAvg up to 1000 clients, the CLoVE row,
@@ -500,6 +501,7 @@ def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print,
     torch.set_num_threads(opts.threads)
     facts = machine_facts(torch.device("cpu"))
     facts["load_before"] = load_average()
+    facts["command"] = command
     whole = OtherLoad()
     workdir = Path(opts.workdir) if opts.workdir else Path(tempfile.mkdtemp(prefix="cfl-peers-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -537,6 +539,7 @@ def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print,
                 data.unlink(missing_ok=True)
             if progress:
                 facts_now = {**facts, "load_after": load_average(), "other_cpus": whole.cpus(),
+                             "written_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                              "peer_python": str(python) if python else None, "partial": True}
                 progress(PeerReport(facts_now, opts, list(rows), time.perf_counter() - began))
     finally:
@@ -546,6 +549,7 @@ def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print,
     facts["load_after"] = load_average()
     facts["other_cpus"] = whole.cpus()
     facts["peer_python"] = str(python) if python else None
+    facts["written_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return PeerReport(facts, opts, rows, time.perf_counter() - began)
 
 
@@ -625,13 +629,21 @@ def learning_check(rows: list[PeerRow], points: float = 3.0) -> list[str]:
     for algorithm, clients in keys:
         group = [r for r in rows if r.algorithm == algorithm and r.clients == clients and r.accuracy is not None
                  and r.best and r.variant != "step() + run folder"]
+        after = max((r.accuracy_after or 0) for r in group)
+        short = [r for r in group if (r.accuracy_after or 0) != after]
+        group = [r for r in group if (r.accuracy_after or 0) == after]
+        aside = "".join(f"; {r.framework} finished only {r.accuracy_after} round(s) ({r.accuracy:.3f}), not compared"
+                        for r in short)
         if len(group) < 2:
+            if aside:
+                lines.append(f"{algorithm} M={clients}: no two frameworks finished {after} rounds{aside}")
             continue
-        accs = {f"{r.framework} ({r.accuracy_after} rounds)": r.accuracy for r in group}
+        accs = {r.framework: r.accuracy for r in group}
         spread = 100 * (max(accs.values()) - min(accs.values()))
         verdict = "within" if spread <= points else "NOT within"
-        lines.append(f"{algorithm} M={clients}: " + ", ".join(f"{k} {v:.3f}" for k, v in accs.items())
-                     + f" -> spread {spread:.1f} points, {verdict} {points:g}")
+        lines.append(f"{algorithm} M={clients}, after {after} rounds: "
+                     + ", ".join(f"{k} {v:.3f}" for k, v in accs.items())
+                     + f" -> spread {spread:.1f} points, {verdict} {points:g}{aside}")
     return lines
 
 
@@ -666,7 +678,8 @@ def markdown(report: PeerReport, command: str) -> str:
         f"Machine: {f['cpu']} ({f['cpu_count']} logical CPUs"
         + (f", {f['memory_gib']} GiB RAM" if "memory_gib" in f else "") + f"); Python {f['python']}  ",
         f"Versions: {versions}  ",
-        f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {report.seconds:.0f} s in all; load average "
+        f"Run: {f.get('written_at') or time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {report.seconds:.0f} s "
+        f"in all; load average "
         f"(1/5/15 min) before {f['load_before']}, after {f['load_after']}; CPUs kept busy by other processes "
         f"during the run: {_num(f['other_cpus'])} on average",
         "",
@@ -723,3 +736,10 @@ def write_json(report: PeerReport, path: str | Path) -> None:
     doc = {"facts": report.facts, "options": asdict(report.options), "seconds": report.seconds,
            "rows": [r.to_json() for r in report.rows]}
     Path(path).write_text(json.dumps(doc, indent=1))
+
+
+def report_from_json(path: str | Path) -> PeerReport:
+    """A saved run (`--json`) back as a report, to render its table again without measuring."""
+    doc = json.loads(Path(path).read_text())
+    options = PeerOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in doc["options"].items()})
+    return PeerReport(doc["facts"], options, [PeerRow(**row) for row in doc["rows"]], doc.get("seconds", 0.0))

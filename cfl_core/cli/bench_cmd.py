@@ -92,6 +92,8 @@ def register(subparsers) -> None:
     peers.add_argument("--pfl-setups", type=_names, help="pfl setups to try as PROCESSESxTHREADS (default 1x2,2x1)")
     peers.add_argument("--peer-profile", action="store_true", help="sample every peer row with py-spy (where its time goes)")
     peers.add_argument("--peer-workdir", metavar="DIR", help="keep the workload files, logs and peer JSON here")
+    peers.add_argument("--peers-from", metavar="FILE.json",
+                       help="render --out again from a saved peer run (its --json), without measuring")
     p.set_defaults(func=run)
     _PARSER_ACTIONS[:] = [a for a in p._actions if a.option_strings and a.dest != "help"]
 
@@ -131,6 +133,18 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    if args.peers_from:
+        from ..bench.peers import report_from_json, write_markdown
+
+        report = report_from_json(args.peers_from)
+        if not args.out:
+            print("error: --peers-from needs --out FILE.md", file=sys.stderr)
+            return 2
+        previous = _previous_lines(args.out)
+        report.facts.setdefault("written_at", previous.get("Run"))
+        write_markdown(report, report.facts.get("command") or previous.get("Command", "(not recorded)"), args.out)
+        print(f"rendered {args.peers_from} into {args.out} (no measurement)", file=sys.stderr)
+        return 0
     if args.peers:
         return _run_peers(args)
     from ..bench import BenchMismatch, BenchOptions, run_benchmark
@@ -161,6 +175,20 @@ def _run(args) -> int:
     return 0
 
 
+def _previous_lines(path: str) -> dict:
+    """The command and the run's time of a table written earlier (for a saved run that lacks them)."""
+    out = {}
+    try:
+        for line in open(path, encoding="utf-8"):
+            if line.startswith("Command: `"):
+                out["Command"] = line.split("`")[1]
+            elif line.startswith("Run: "):
+                out["Run"] = line[5:].split(",")[0]
+    except OSError:
+        pass
+    return out
+
+
 def _run_peers(args) -> int:
     from ..bench.peers import (PEER_SCRIPTS, PeerEnvironmentMissing, PeerOptions, learning_check,
                                run_peer_benchmark, text_table, write_json, write_markdown)
@@ -187,7 +215,8 @@ def _run_peers(args) -> int:
             write_json(report, args.json)
 
     try:
-        report = run_peer_benchmark(opts, log=lambda line: print(line, file=sys.stderr, flush=True), progress=save)
+        report = run_peer_benchmark(opts, log=lambda line: print(line, file=sys.stderr, flush=True),
+                                    progress=save, command=command)
     except PeerEnvironmentMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
