@@ -355,9 +355,9 @@ def _parse_spec(data: dict) -> SweepSpec:
     for key in data:
         if key not in SPEC_KEYS:
             raise ConfigError(key, data[key], "a key of a sweep spec (" + ", ".join(SPEC_KEYS) + ")")
-    name = data.get("name") or "sweep"
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,80}", name):
-        raise ConfigError("name", name, "letters, digits, '-', '_' and '.' (a folder name)")
+    spec_name = data.get("name") or "sweep"
+    if not isinstance(spec_name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,80}", spec_name):
+        raise ConfigError("name", spec_name, "letters, digits, '-', '_' and '.' (a folder name)")
     description = data.get("description") or ""
     if not isinstance(description, str):
         raise ConfigError("description", description, "a text")
@@ -412,8 +412,11 @@ def _parse_spec(data: dict) -> SweepSpec:
     def typed_or_default(name, value, where):
         return _typed(name, value, where) if name in settings_of(ExperimentConfig) else value
 
-    algorithms = {base.get("algorithm", ExperimentConfig.algorithm)}
-    shifts = {base.get("shift", ExperimentConfig.shift)}
+    def always_swept(name):  # then the base value (or the default) is used by no point
+        return any(all(name in part for part in axis) for _, axis in raw_axes)
+
+    algorithms = set() if always_swept("algorithm") else {base.get("algorithm", ExperimentConfig.algorithm)}
+    shifts = set() if always_swept("shift") else {base.get("shift", ExperimentConfig.shift)}
     for where, axis in raw_axes:
         for i, part in enumerate(axis):
             if "algorithm" in part:
@@ -465,7 +468,7 @@ def _parse_spec(data: dict) -> SweepSpec:
     if template is not None:
         _check_template(template)
     swept = list(dict.fromkeys(k for axis in axes for part in axis for k in part))
-    return SweepSpec(raw=data, name=name, description=description, base=base, axes=axes, swept=swept,
+    return SweepSpec(raw=data, name=spec_name, description=description, base=base, axes=axes, swept=swept,
                      options=options, folder=template)
 
 
