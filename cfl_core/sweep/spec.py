@@ -26,9 +26,10 @@ option swept; it applies to the points whose algorithm declares it). Options in 
 reach every algorithm that declares them, as `compare --option` does. `models` left empty is the
 true cluster count for the algorithms that need K-hat (as in `compare`).
 
-Points are the product of the axes (grid fields in order, then zip groups, then cases). Each
-point's config is checked whole (`ExperimentConfig.validate`): combinations that cannot work are
-reported per point before anything runs. Points with the same full config are one point. Its key
+Points are the product of the axes in the spec's order (each grid field, each zip group and the
+cases are one axis each; the first varies slowest). Each point's config is checked whole
+(`ExperimentConfig.validate`): combinations that cannot work are reported per point before
+anything runs. Points with the same full config are one point. Its key
 is a hash of the point's canonical config (every field, and every option of its algorithm and
 shift with defaults filled in), so the same run has the same key in any sweep.
 """
@@ -370,32 +371,8 @@ def _parse_spec(data: dict) -> SweepSpec:
     # the raw axes first (values typed below, once the sweep's algorithms are known)
     raw_axes: list[tuple[str, list[dict]]] = []  # (where, [partial configs with untyped values])
     grid = data.get("grid") or {}
-    if not isinstance(grid, dict):
-        raise ConfigError("grid", grid, "an object of field: [values]")
-    for name, values in grid.items():
-        values = _list(values, f"grid.{name}")
-        raw_axes.append((f"grid.{name}", [{name: v} for v in values]))
-    groups = data.get("zip") or []
-    if not isinstance(groups, list):
-        raise ConfigError("zip", groups, "a list of groups, each an object of field: [values] of one length")
-    for g, group in enumerate(groups):
-        if not isinstance(group, dict) or not group:
-            raise ConfigError(f"zip[{g}]", group, "an object of field: [values], all lists of one length")
-        lists = {name: _list(values, f"zip[{g}].{name}") for name, values in group.items()}
-        first = next(iter(lists))
-        for name, values in lists.items():
-            if len(values) != len(lists[first]):
-                raise ConfigError(f"zip[{g}].{name}", values,
-                                  f"a list of {len(lists[first])} values, as long as zip[{g}].{first}")
-        raw_axes.append((f"zip[{g}]", [{n: lists[n][i] for n in lists} for i in range(len(lists[first]))]))
-    cases = data.get("cases") or []
-    if not isinstance(cases, list):
-        raise ConfigError("cases", cases, "a list of objects of config fields")
-    if cases:
-        for c, case in enumerate(cases):
-            if not isinstance(case, dict) or not case:
-                raise ConfigError(f"cases[{c}]", case, "a non-empty object of config fields")
-        raw_axes.append(("cases", [dict(case) for case in cases]))
+    for section in [k for k in data if k in ("grid", "zip", "cases")]:  # the axes in the spec's order
+        raw_axes.extend(_raw_axes(section, data[section]))
     if not raw_axes:
         raise ConfigError("grid", grid or None, "at least one swept field (in grid, zip or cases)")
 
@@ -478,3 +455,36 @@ def _where(axis: str, name: str, i: int) -> str:
     if axis == "cases":
         return f"cases[{i}].{name}"
     return f"{axis}.{name}[{i}]"
+
+
+def _raw_axes(section: str, value) -> list[tuple[str, list[dict]]]:
+    """The axes of one of grid, zip and cases: (where, the partial configs it takes in turn) each."""
+    out = []
+    if section == "grid":
+        if not isinstance(value, dict):
+            raise ConfigError("grid", value, "an object of field: [values]")
+        for name, values in value.items():
+            values = _list(values, f"grid.{name}")
+            out.append((f"grid.{name}", [{name: v} for v in values]))
+    elif section == "zip":
+        if not isinstance(value, list):
+            raise ConfigError("zip", value, "a list of groups, each an object of field: [values] of one length")
+        for g, group in enumerate(value):
+            if not isinstance(group, dict) or not group:
+                raise ConfigError(f"zip[{g}]", group, "an object of field: [values], all lists of one length")
+            lists = {name: _list(values, f"zip[{g}].{name}") for name, values in group.items()}
+            first = next(iter(lists))
+            for name, values in lists.items():
+                if len(values) != len(lists[first]):
+                    raise ConfigError(f"zip[{g}].{name}", values,
+                                      f"a list of {len(lists[first])} values, as long as zip[{g}].{first}")
+            out.append((f"zip[{g}]", [{n: lists[n][i] for n in lists} for i in range(len(lists[first]))]))
+    else:
+        if not isinstance(value, list):
+            raise ConfigError("cases", value, "a list of objects of config fields")
+        for c, case in enumerate(value):
+            if not isinstance(case, dict) or not case:
+                raise ConfigError(f"cases[{c}]", case, "a non-empty object of config fields")
+        if value:
+            out.append(("cases", [dict(case) for case in value]))
+    return out
