@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-fast bench install clean-venv
+.PHONY: run test test-fast bench tables install clean-venv
 
 $(STAMP): requirements.txt requirements-test.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,21 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m cfl_core bench --out benchmarks/RESULTS.md --json benchmarks/results.json
+
+# The README's results tables: one sweep spec each (sweeps/NAME.yaml), run into runs/readme/NAME, then
+# spliced into README.md under its `<!-- sweep: NAME -->` marker. Fashion-MNIST (about 11 minutes) runs last.
+# A finished run is never run again: delete runs/readme/NAME to measure a table anew.
+TABLES := digits-core digits-iid-unknown-k digits-unknown-k digits-same-init digits-init-modes digits-family \
+	digits-swap-part digits-unsupervised fmnist
+
+tables: $(STAMP)
+	for name in $(TABLES); do $(PY) -m cfl_core sweep sweeps/$$name.yaml --out runs/readme/$$name || exit 1; done
+	$(PY) scripts/readme_tables.py
+
+# One table: `make table-digits-core` (any NAME of TABLES).
+table-%: $(STAMP)
+	$(PY) -m cfl_core sweep sweeps/$*.yaml --out runs/readme/$*
+	$(PY) scripts/readme_tables.py $*
 
 clean-venv:
 	rm -rf $(VENV)
