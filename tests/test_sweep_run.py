@@ -14,7 +14,9 @@ from cfl_core.data import load_dataset
 from cfl_core.errors import DataUnavailable
 from cfl_core.records import load_run, walk_run_folders
 from cfl_core.sweep import SweepSpec, run_sweep
-from cfl_core.sweep.folder import POINT_FILE
+from cfl_core.sweep.executors import executor_from_environment
+from cfl_core.sweep.folder import POINT_FILE, SweepFolder
+from cfl_core.sweep.status import list_sweeps, sweep_status
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 20, "rounds": 2}
@@ -65,7 +67,7 @@ def test_a_failing_point_is_recorded_and_the_others_finish(tmp_path, monkeypatch
 
 
 def test_the_sweep_folder_holds_run_folders_the_runs_listing_finds(tmp_path):
-    spec = SweepSpec.from_dict({"base": TINY, "grid": {"algorithm": ["oracle", "fedavg"], "seed": [0, 1]},
+    spec = SweepSpec.from_dict({"name": "tiny", "base": TINY, "grid": {"algorithm": ["oracle", "fedavg"], "seed": [0, 1]},
                                 "folder": "seed{seed}/{algorithm}"})
     out = tmp_path / "runs" / "sweeps" / "tiny"
     run_sweep(spec, out, executor="serial", command="python -m cfl_core sweep tiny.json")
@@ -86,6 +88,31 @@ def test_the_sweep_folder_holds_run_folders_the_runs_listing_finds(tmp_path):
     progress = json.loads((out / "progress.json").read_text())
     assert progress["state"] == "finished" and progress["done"] == 4 and progress["pending"] == 0
     assert not (out / ".tmp").exists()
+    # listed with its progress; running while a driver holds the folder
+    [listed] = list_sweeps(tmp_path / "runs")
+    assert (listed.name, listed.state, listed.finished, listed.points) == ("tiny", "finished", 4, 4)
+    holder = SweepFolder(out)
+    holder.lock()
+    try:
+        assert sweep_status(out).state == "running"
+    finally:
+        holder.unlock()
+    assert sweep_status(out).state == "finished" and sweep_status(out / "seed0") is None
+
+
+def test_the_server_takes_its_executor_from_the_environment(monkeypatch):
+    monkeypatch.delenv("CFL_SWEEP_EXECUTOR", raising=False)
+    monkeypatch.delenv("CFL_RAY_ADDRESS", raising=False)
+    assert executor_from_environment() == ("local", None)
+    monkeypatch.setenv("CFL_SWEEP_EXECUTOR", "ray")
+    monkeypatch.setenv("CFL_RAY_ADDRESS", "ray://head:10001")
+    assert executor_from_environment() == ("ray", "ray://head:10001")
+    monkeypatch.setenv("CFL_SWEEP_EXECUTOR", "local")
+    with pytest.raises(Exception, match="CFL_RAY_ADDRESS='ray://head:10001' is not allowed: only with"):
+        executor_from_environment()
+    monkeypatch.setenv("CFL_SWEEP_EXECUTOR", "dask")
+    with pytest.raises(Exception, match="CFL_SWEEP_EXECUTOR='dask' is not allowed: one of local, ray, serial"):
+        executor_from_environment()
 
 
 def test_a_sweep_killed_half_way_resumes_without_running_a_finished_point_again(tmp_path):
@@ -109,7 +136,9 @@ def test_a_sweep_killed_half_way_resumes_without_running_a_finished_point_again(
     assert 2 <= len(before) < 8, "killed half-way"
     stamps = {f: [(p.name, p.stat().st_mtime_ns) for p in sorted((out / f).iterdir())] for f in before}
     progress = json.loads((out / "progress.json").read_text())
-    assert progress["state"] == "running"  # the driver never got to say it ended
+    assert progress["state"] == "running"  # the driver never got to say it ended ...
+    status = sweep_status(out)  # ... but its lock went with it
+    assert status.state == "interrupted" and status.finished == len(before) and status.points == 8
 
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -126,6 +155,7 @@ def test_a_sweep_killed_half_way_resumes_without_running_a_finished_point_again(
     finished = [e["key"] for e in events if e["event"] == "finished"]
     assert len(finished) == len(set(finished))  # no point finished twice
     assert not (out / ".tmp").exists() and f"{len(before)} already finished" in done.stdout
+    assert sweep_status(out).state == "finished" and sweep_status(out).finished == 8
 
 
 def test_compare_is_a_sweep_and_the_same_command_again_runs_nothing(tmp_path):

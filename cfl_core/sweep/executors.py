@@ -23,6 +23,7 @@ from ..errors import ConfigError
 from .task import init_worker, run_point
 
 EXECUTORS = ("local", "ray", "serial")
+EXECUTOR_ENV, ADDRESS_ENV = "CFL_SWEEP_EXECUTOR", "CFL_RAY_ADDRESS"  # for a server that starts sweeps itself
 
 
 def cpu_count() -> int:
@@ -218,6 +219,18 @@ class RayExecutor(Executor):
         if self._owner and self.ray.is_initialized():
             self.ray.shutdown()
             self._owner = False
+
+
+def executor_from_environment(default: str = "local") -> tuple[str, str | None]:
+    """(executor, Ray address) from $CFL_SWEEP_EXECUTOR and $CFL_RAY_ADDRESS (a lab server sends its sweeps
+    to a cluster with CFL_SWEEP_EXECUTOR=ray CFL_RAY_ADDRESS=ray://head:10001)."""
+    name = os.environ.get(EXECUTOR_ENV) or default
+    address = os.environ.get(ADDRESS_ENV) or None
+    if name not in EXECUTORS:
+        raise ConfigError(EXECUTOR_ENV, name, "one of " + ", ".join(EXECUTORS))
+    if address and name != "ray":
+        raise ConfigError(ADDRESS_ENV, address, f"only with {EXECUTOR_ENV}=ray")
+    return name, address
 
 
 def make_executor(name: str, *, workers: int | None = None, threads: int = 1, address: str | None = None,
