@@ -125,3 +125,51 @@ def summary_markdown(name: str, description: str, command: str, table: str, note
              f"{counts.get('missing', 0)} not run yet. Mean ± std over seeds; only finished runs count.", ""]
     tail = ["", *[f"- {n}" for n in notes]] if notes else []
     return "\n".join(head) + table + ("\n".join(tail) + "\n" if tail else "")
+
+
+# -- the grid view (the dashboard's Sweeps page): results.csv rows grouped by chosen fields ---------------------------
+GRID_MEASURES = {
+    "final_ari": "mean final ARI",
+    "success": "success rate (share of seeds with final ARI = 1)",
+    "final_accuracy": "mean final accuracy",
+    "first_round_ari_0_9": "rounds to ARI >= 0.9 (mean over the seeds that reach it)",
+}
+_NUMBERS = ("final_accuracy", "best_accuracy", "final_loss", "final_ari", "first_round_ari_0_9", "mb_sent", "seconds")
+
+
+def read_results(text: str) -> list[dict[str, Any]]:
+    """results.csv's rows with its measures as numbers (None where empty)."""
+    rows = []
+    for row in csv.DictReader(io.StringIO(text)):
+        for name in _NUMBERS:
+            value = row.get(name)
+            row[name] = float(value) if value not in (None, "") else None
+        rows.append(row)
+    return rows
+
+
+def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def grid_cells(rows: list[dict[str, Any]], by: list[str]) -> list[dict[str, Any]]:
+    """One entry per combination of the `by` fields (in first-seen order): every grid measure's mean and std
+    over the cell's finished runs, the runs in it and how many finished."""
+    cells: dict[tuple, list[dict]] = {}
+    for row in rows:
+        cells.setdefault(tuple(row.get(b, "") for b in by), []).append(row)
+    out = []
+    for values, members in cells.items():
+        done = [r for r in members if r.get("status") == "finished"]
+        entry: dict[str, Any] = dict(zip(by, values))
+        entry.update(runs=len(members), finished=len(done), folders=[r["folder"] for r in members])
+        for measure in GRID_MEASURES:
+            if measure == "success":
+                series = [1.0 if (r["final_ari"] is not None and r["final_ari"] > 1 - 1e-9) else 0.0 for r in done]
+            else:
+                series = [r[measure] for r in done if r.get(measure) is not None]
+            entry[measure], entry[f"{measure}_std"] = _mean_sd(series)
+        out.append(entry)
+    return out
