@@ -1,4 +1,5 @@
-"""Runs saved by the CLI below the top of the runs folder (`compare --out runs/X`, a sweep with `folder: "{partition}/seed{seed}/{algorithm}"`):
+"""Runs saved by the CLI below the top of the runs folder (`compare --out runs/X`, a sweep whose folder template is
+`{partition}/seed{seed}/{algorithm}`):
 listed with the right references, reopened as batches, deleted only when they are runs, on the Runs page
 and in the Playground."""
 from __future__ import annotations
