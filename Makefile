@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-fast bench bench-peers install clean-venv
+.PHONY: run test test-fast bench bench-peers tables install clean-venv
 
 $(STAMP): requirements.txt requirements-test.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,21 @@ $(PEERS_STAMP): requirements-peers.txt
 bench-peers: $(STAMP) $(PEERS_STAMP)
 	$(PY) -m cfl_core bench --peers flower,pfl --threads 2 --sizes 10,100,1000,10000 --rounds 4 --time-limit 600 \
 		--peer-python $(PEERS_VENV)/bin/python --peer-profile --out benchmarks/PEERS.md --json benchmarks/peers.json
+
+# The README's results tables: one sweep spec each (sweeps/NAME.yaml), run into runs/readme/NAME, then
+# spliced into README.md under its `<!-- sweep: NAME -->` marker. Fashion-MNIST (about 11 minutes) runs last.
+# A finished run is never run again: delete runs/readme/NAME to measure a table anew.
+TABLES := digits-core digits-iid-unknown-k digits-unknown-k digits-same-init digits-init-modes digits-family \
+	digits-swap-part digits-unsupervised fmnist
+
+tables: $(STAMP)
+	for name in $(TABLES); do $(PY) -m cfl_core sweep sweeps/$$name.yaml --out runs/readme/$$name || exit 1; done
+	$(PY) scripts/readme_tables.py
+
+# One table: `make table-digits-core` (any NAME of TABLES).
+table-%: $(STAMP)
+	$(PY) -m cfl_core sweep sweeps/$*.yaml --out runs/readme/$*
+	$(PY) scripts/readme_tables.py $*
 
 clean-venv:
 	rm -rf $(VENV)
