@@ -70,7 +70,7 @@ def shoot(page, url: str, out: Path, runs_root: Path) -> None:
     B.settle(page)
     t = time.time()
     B.click_button(page, "Run")
-    B.wait_text(page, "40 of 40 rounds", 180)
+    B.wait_text(page, "20 of 20 rounds each", 180)
     B.settle(page)
     print(f"signature preset (IFCA and CLoVE, 20 rounds each): finished {time.time() - t:.1f} s after Run")
     B.full_screenshot(page, out / "playground.png")

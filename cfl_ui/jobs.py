@@ -87,6 +87,8 @@ class Job:
         self.created = time.time()
         self.started: float | None = None
         self.ended: float | None = None
+        self._paused_total = 0.0  # seconds spent paused after the start (not counted as elapsed)
+        self._paused_since: float | None = None
         self._setups: dict = {}
         self._write_ui()
         self._thread = threading.Thread(target=self._work, name=f"cfl-job-{job_id[-8:]}", daemon=True)
@@ -164,7 +166,14 @@ class Job:
             version = self._version
         position = self.manager.scheduler.position(self) if status == QUEUED else None
         return JobSnapshot(self.id, self.kind, self.title, status, self.schedule, units, position, error, tb,
-                           self.created, self.started, self.ended, version, False, self.owner)
+                           self.created, self.started, self.ended, version, False, self.owner,
+                           paused=self.paused_seconds())
+
+    def paused_seconds(self, now: float | None = None) -> float:
+        """Seconds this job has spent paused since it started (the pause in progress included)."""
+        with self._cond:
+            extra = 0.0 if self._paused_since is None else (now or time.time()) - self._paused_since
+            return self._paused_total + extra
 
     # -- worker ----------------------------------------------------------------
     def _touch(self) -> None:
@@ -173,6 +182,12 @@ class Job:
     def _set_status(self, status: str) -> None:
         with self._cond:
             if self._status != status:
+                now = time.time()
+                if self._paused_since is not None:
+                    self._paused_total += now - self._paused_since
+                    self._paused_since = None
+                if status == PAUSED and self.started is not None:
+                    self._paused_since = now
                 self._status = status
                 self._touch()
 
@@ -298,6 +313,9 @@ class Job:
             else:
                 status = FINISHED
             self.ended = time.time()
+            if self._paused_since is not None:
+                self._paused_total += self.ended - self._paused_since
+                self._paused_since = None
             self._status = status
             self._touch()
         self._write_ui()
@@ -312,6 +330,7 @@ class Job:
                 "job": self.id, "kind": self.kind, "title": self.title, "owner": self.owner,
                 "schedule": self.schedule, "single": self.single, "created": self.created,
                 "started": self.started, "ended": self.ended, "status": self._status,
+                "paused": self._paused_total,
                 "error": self._error,
                 "units": [
                     {"name": u.spec.name, "label": u.spec.label, "tags": u.spec.tags,

@@ -28,6 +28,19 @@ def _setting(cfg: dict) -> str:
             f"{cfg.get('clients_per_cluster')} clients")
 
 
+def rounds_text(units) -> str:
+    """"7 of 20 rounds" for one run; side by side, in each run's own rounds ("7 of 20 rounds each" when they
+    keep pace, else per run), never the sum of both runs' rounds."""
+    if len(units) == 1:
+        u = units[0]
+        return f"{min(u.rounds_done, u.total_rounds)} of {u.total_rounds} rounds"
+    pairs = {(min(u.rounds_done, u.total_rounds), u.total_rounds) for u in units}
+    if len(pairs) == 1:
+        done, total = pairs.pop()
+        return f"{done} of {total} rounds each"
+    return ", ".join(f"{u.label} {min(u.rounds_done, u.total_rounds)} of {u.total_rounds}" for u in units) + " rounds"
+
+
 def status_bar(snap, units, *, count_runs: bool = False) -> None:
     """The job's status line, progress, queue position and error.
 
@@ -42,7 +55,7 @@ def status_bar(snap, units, *, count_runs: bool = False) -> None:
     else:
         done, total, what = sum(u.rounds_done for u in units), sum(u.total_rounds for u in units) or 1, "rounds"
         names = " vs ".join(u.label for u in units)
-        line = f"{badge} **{names}** · {min(done, total)} of {total} rounds · {_setting(cfg)} · device **{device}**"
+        line = f"{badge} **{names}** · {rounds_text(units)} · {_setting(cfg)} · device **{device}**"
         if snap.started:
             line += f" · {snap.elapsed:.1f} s"
     st.markdown(line)

@@ -76,6 +76,7 @@ class JobSnapshot:
     version: int
     from_disk: bool = False
     owner: str = ""
+    paused: float = 0.0  # seconds spent paused after the start (up to the snapshot)
 
     @property
     def live(self) -> bool:
@@ -98,7 +99,7 @@ class JobSnapshot:
     def elapsed(self) -> float:
         if self.started is None:
             return 0.0
-        return (self.ended or time.time()) - self.started
+        return max(0.0, (self.ended or time.time()) - self.started - self.paused)
 
     @property
     def device(self) -> str | None:

@@ -197,7 +197,8 @@ def load_job(root: Path, job_id: str) -> JobSnapshot | None:
         error = failed[0].error if len(units) == 1 else f"{len(failed)} of {len(units)} runs failed; first: {failed[0].error}"
     return JobSnapshot(job_id, ui.get("kind", "?"), ui.get("title", job_id), status, ui.get("schedule", "lockstep"),
                        tuple(units), None, error, failed[0].traceback if failed else None,
-                       ui.get("created") or 0.0, ui.get("started"), ui.get("ended"), 0, True, ui.get("owner", ""))
+                       ui.get("created") or 0.0, ui.get("started"), ui.get("ended"), 0, True, ui.get("owner", ""),
+                       paused=float(ui.get("paused") or 0.0))
 
 
 # -- listing ---------------------------------------------------------------------

@@ -35,8 +35,8 @@ def test_signature_preset_runs_in_the_browser(tmp_path, launcher):
             assert page.get_by_role("combobox", name="Algorithm").first.input_value() == "IFCA"
             assert page.get_by_role("combobox", name="Side by side with").first.input_value() == "CLoVE"
             B.click_button(page, "Run")
-            B.wait_text(page, "40 of 40 rounds", 240)  # IFCA and CLoVE, 20 rounds each
-            status = page.locator('[data-testid="stMarkdownContainer"]').filter(has_text="40 of 40 rounds").first
+            B.wait_text(page, "20 of 20 rounds each", 240)  # IFCA and CLoVE
+            status = page.locator('[data-testid="stMarkdownContainer"]').filter(has_text="20 of 20 rounds each").first
             page.wait_for_function("(el) => el.innerText.includes('finished')", arg=status.element_handle(),
                                    timeout=60000)
             B.settle(page)
