@@ -7,6 +7,15 @@ CSS = """
 <style>
 .block-container {padding-top: 2.2rem; padding-bottom: 2rem; max-width: 1600px;}
 [data-testid="stMetricValue"] {font-size: 1.55rem;}
+/* headline numbers never truncate: a value wraps rather than ending in "…", and a row of metrics wraps onto a
+   second line when its columns get narrower than a number (800-px windows, zoomed browsers) */
+[data-testid="stMetricValue"] > div, [data-testid="stMetricLabel"] p {white-space: normal; overflow: visible;
+  text-overflow: clip; overflow-wrap: anywhere;}
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"]) {flex-wrap: wrap;
+  row-gap: 0.4rem;}
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"]) > [data-testid="stColumn"]
+  {min-width: 6.6rem;}
+@media (max-width: 1100px) {[data-testid="stMetricValue"] {font-size: 1.25rem;}}
 [data-testid="stMetricLabel"] p {font-size: 0.82rem; color: #5f6b7a;}
 [data-testid="stSidebar"] [data-testid="stCaptionContainer"] {margin-top: -0.45rem;}
 [data-testid="stSidebar"] h3 {margin-top: 0.3rem; margin-bottom: -0.3rem; font-size: 1.0rem; color: #2f3b4c;}
