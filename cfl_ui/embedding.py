@@ -162,8 +162,7 @@ def _frames(records, sources, points_of) -> list[Frame]:
         truth = np.asarray(rec.true_clusters if rec.true_clusters else np.zeros(len(assign), int), dtype=int)
         note = ""
         if current != rec.round:
-            note = (f"nothing measured in round {rec.round} (assignments fixed since round {frozen_from}): "
-                    f"showing round {current}'s")
+            note = f"assignments fixed since round {frozen_from}: round {current}'s losses"
         frames.append(Frame(rec.round, current, clients, points_of(current), mat, assign[clients],
                             truth[clients] if len(truth) == len(assign) else np.zeros(len(clients), int), note))
     return frames

@@ -112,7 +112,9 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
                       margin=dict(l=10, r=10, t=30, b=10 if len(emb.frames) < 2 or not animate else 105),
                       annotations=_note(emb.frames[idx], dims))
     if animate and len(emb.frames) > 1:
-        redraw = dims == 3
+        # redraw every frame: without it plotly keeps the first frame's layout, so the "round N" note above the
+        # points would contradict the slider while ▶ plays
+        redraw = True
         fig.frames = [
             go.Frame(data=_cluster_traces(f, clusters, dims, label), traces=list(range(n_cluster_traces)),
                      name=str(f.round), layout=go.Layout(annotations=_note(f, dims)))
@@ -120,23 +122,25 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
         ]
         step_args = lambda name: [[name], dict(mode="immediate", frame=dict(duration=0, redraw=redraw),
                                               transition=dict(duration=0))]
+        # the play/pause buttons on a row of their own, the slider under them across the whole width
         fig.update_layout(
             updatemenus=[dict(
-                type="buttons", direction="left", x=0, y=-0.2, xanchor="left", yanchor="top", showactive=False,
+                type="buttons", direction="left", x=0, y=-0.17, xanchor="left", yanchor="top", showactive=False,
                 pad=dict(t=0, r=6), buttons=[
                     dict(label="▶ play", method="animate",
                          args=[None, dict(frame=dict(duration=650, redraw=redraw), fromcurrent=False,
-                                          transition=dict(duration=350, easing="cubic-in-out"))]),
-                    dict(label="❚❚", method="animate",
+                                          transition=dict(duration=300, easing="cubic-in-out"))]),
+                    dict(label="❚❚ pause", method="animate",
                          args=[[None], dict(mode="immediate", frame=dict(duration=0, redraw=False),
                                             transition=dict(duration=0))]),
                 ])],
             sliders=[dict(
-                active=idx, x=0.16, len=0.84, y=-0.15, yanchor="top", pad=dict(t=0, b=0),
+                active=idx, x=0, len=1.0, y=-0.17, yanchor="top", pad=dict(t=34, b=0),
                 currentvalue=dict(prefix="round ", xanchor="right", font=dict(size=12)),
                 steps=[dict(label=str(f.round), method="animate", args=step_args(str(f.round))) for f in emb.frames],
             )],
         )
+        fig.update_layout(margin=dict(b=150))
     return fig
 
 
