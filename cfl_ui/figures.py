@@ -270,21 +270,36 @@ METRIC_TITLES = {"accuracy": "test accuracy (mean over clients)", "weighted_accu
                  "models_in_use": "models in use"}
 
 
+def same_curve(xs, ys, xs0, ys0, tol: float = 1e-9) -> bool:
+    """Whether two curves coincide (same rounds, values equal within tol): one would hide the other."""
+    if list(xs) != list(xs0) or len(ys) != len(ys0):
+        return False
+    return all((a is None and b is None) or (a is not None and b is not None and abs(a - b) <= tol * max(1.0, abs(b)))
+               for a, b in zip(ys, ys0))
+
+
 def metric_figure(series_list, metrics: list[str], height: int = 300, y_title: str | None = None,
                   target: float | None = None, log_y: bool = False) -> go.Figure:
     """Curves over rounds: one colour per series (algorithm), one dash style per metric."""
     dashes = [None, "dot", "dash", "dashdot"]
     fig = go.Figure()
+    drawn: dict = {}  # metric -> [(label, xs, ys)] already drawn: a curve equal to one of them is drawn dashed
     for s in series_list:
         for j, metric in enumerate(metrics):
             xs, ys = _values(s.records, metric)
             if not any(v is not None for v in ys):
                 continue
             name = s.label if len(metrics) == 1 else f"{s.label} · {metric.upper() if len(metric) <= 3 else metric}"
+            same = next((label for label, xs0, ys0 in drawn.get(metric, []) if same_curve(xs, ys, xs0, ys0)), None)
+            drawn.setdefault(metric, []).append((s.label, xs, ys))
+            dash = s.dash or dashes[j % len(dashes)]
+            if same is not None:  # it would hide under the earlier curve: dashed, wider, hollow markers, named
+                name += f" (= {same})"
+                dash = "dash" if dash in (None, "solid") else "longdashdot"
             fig.add_trace(go.Scatter(
                 x=xs, y=ys, mode="lines+markers" if len(xs) < 40 else "lines", name=name,
-                line=dict(color=s.color, dash=s.dash or dashes[j % len(dashes)], width=2.2 if j == 0 else 1.6),
-                marker=dict(size=5), legendgroup=s.label,
+                line=dict(color=s.color, dash=dash, width=(2.2 if j == 0 else 1.6) + (1.4 if same else 0)),
+                marker=dict(size=9 if same else 5, symbol="circle-open" if same else "circle"), legendgroup=s.label,
                 hovertemplate=f"{name}<br>round " + "%{x}: %{y:.4g}<extra></extra>"))
     if target is not None:
         fig.add_hline(y=target, line=dict(color="#999", dash="dash", width=1),

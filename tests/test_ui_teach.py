@@ -72,3 +72,89 @@ def test_elapsed_time_leaves_out_paused_time(manager):
 
     again = load_job(manager.root, job.id)
     assert again.paused == pytest.approx(done.paused, abs=1e-6)
+
+
+# -- pages (AppTest) ------------------------------------------------------------------------------
+from pathlib import Path  # noqa: E402
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    monkeypatch.setenv("CFL_RUNS_DIR", str(root))
+    monkeypatch.setenv("CFL_UI_WARMUP", "0")
+    return root
+
+
+def ok(at):
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def run_preset(preset: str, values: dict, page: str | None = None, prefix: str = "pg"):
+    from cfl_ui.session import manager
+
+    at = AppTest.from_file(APP, default_timeout=90)
+    ok(at.run())
+    if page:
+        ok(at.switch_page(page).run())
+    at.selectbox(key=f"{prefix}.preset").set_value(preset)
+    ok(at.run())
+    for name, value in values.items():
+        at.number_input(key=f"{prefix}.{name}").set_value(value)
+    ok(at.run())
+    at.button(key=f"{prefix}.run_btn").click()
+    ok(at.run())
+    job = manager().get(at.session_state[f"{prefix}.run"].split("/")[0])
+    assert job.join(120)
+    return ok(at.run())
+
+
+def test_iid_control_says_one_cluster_found_instead_of_an_ari_score(runs):
+    at = run_preset("No clusters (IID control)", {"rounds": 3, "clients_per_cluster": 2, "samples_per_client": 30})
+    metrics = [(m.label, m.value) for m in at.metric]
+    found = [v for label, v in metrics if label == "Clusters found"]
+    assert found and (found[0] == "1 (correct)" or found[0].endswith("(truth: 1)")), metrics
+    assert "ARI" not in [label for label, _ in metrics]
+    assert not any(v == "never" for label, v in metrics if label.startswith("ARI"))
+
+
+def test_linear_preset_reports_traffic_in_kilobytes(runs):
+    at = run_preset("Mixture of linear regressions", {"rounds": 2, "clients_per_cluster": 2,
+                                                      "samples_per_client": 30})
+    metrics = {m.label: m.value for m in at.metric}
+    assert "kB sent" in metrics and float(metrics["kB sent"]) > 0, metrics
+    assert "MB sent" not in metrics
+
+
+def test_identical_curves_stay_visible():
+    from cfl_core.records import RoundRecord
+    from cfl_ui import figures as F
+
+    def rec(r, acc):
+        return RoundRecord(r, "train", [0, 1], [0, 0], None, [acc, acc], [0.1, 0.1], acc, acc, 0.0, 0.0, 1, 10, 10, 0.1)
+
+    a = [rec(r, 0.5 + r / 10) for r in range(3)]
+    b = [rec(r, 0.5 + r / 10) for r in range(3)]
+    c = [rec(r, 0.4) for r in range(3)]
+    fig = F.metric_figure([F.Series("FedAvg", tuple(a), "#111"), F.Series("IFCA", tuple(b), "#222"),
+                           F.Series("CLoVE", tuple(c), "#333")], ["accuracy"])
+    names = [t.name for t in fig.data]
+    assert names == ["FedAvg", "IFCA (= FedAvg)", "CLoVE"]
+    assert fig.data[1].line.dash == "dash" and fig.data[1].line.width > fig.data[0].line.width
+    assert fig.data[2].line.dash in (None, "solid")
+
+
+def test_embedding_range_of_identical_losses_is_readable():
+    import numpy as np
+
+    from cfl_ui.embedding import Frame, _ranges
+
+    pts = np.array([[0.5, 0.5], [0.5 + 1e-16, 0.5 - 1e-16]])
+    frame = Frame(0, 0, np.arange(2), pts, pts, np.zeros(2, int), np.zeros(2, int))
+    (lo, hi), _ = _ranges([frame], 2)
+    assert hi - lo > 0.01
