@@ -12,6 +12,8 @@ def ready(values: dict, vs: str | None, key: str, *, blocked: bool) -> None:
     """The setting in one sentence, sample images of its clusters (when the form can run) and a reading guide."""
     from cfl_core.partition import PARTITION_HELP
 
+    st.page_link("pages/lessons.py", label="New here? Start with a guided lesson: five short walk-throughs that "
+                 "play themselves", icon=":material/school:")
     k_hat = values.get("models")
     who = algorithm_label(values.get("algorithm")) + (f" and {algorithm_label(vs)} side by side" if vs else "")
     st.info(

@@ -16,7 +16,7 @@ from .controls import apply_config, default_config, ensure_state, key, option_ke
 from .presets import DEFAULT_PRESET
 from .session import shared_config
 
-PAGE_PATHS = ("compare", "ifca-init", "partitions", "runs")  # url paths of the pages (app.py's st.Page)
+PAGE_PATHS = ("compare", "ifca-init", "partitions", "runs", "lessons")  # url paths of the pages (app.py's st.Page)
 
 
 def sync_from_url(prefix: str, load_run_config=None, page_default: dict | None = None) -> dict | None:
