@@ -11,7 +11,28 @@ from .snapshots import LIVE
 from .store import delete_job, metrics_csv
 from .tables import PERCENT, pct
 
-KINDS = {"playground": "Playground", "compare": "Compare", "ifca-init": "IFCA init", "cli": "CLI"}
+KINDS = {"playground": "Playground", "lesson": "Lesson", "compare": "Compare", "ifca-init": "IFCA init",
+         "cli": "CLI"}
+
+
+def whole_side_by_side(rows) -> list:
+    """The rows with a Playground side-by-side job as one row (both algorithms; it reopens whole), not two halves."""
+    from dataclasses import replace
+
+    out, seen = [], {}
+    for r in rows:
+        if r.kind != "playground" or r.ref == r.job:
+            out.append(r)
+            continue
+        if r.job in seen:
+            first = out[seen[r.job]]
+            out[seen[r.job]] = replace(first, algorithm=f"{first.algorithm} vs {r.algorithm}",
+                                       status=first.status if first.status == r.status else f"{first.status} / "
+                                       f"{r.status}", final_accuracy=None, final_ari=None)
+            continue
+        seen[r.job] = len(out)
+        out.append(replace(r, ref=r.job, title=r.title.split(" · ")[0]))
+    return out
 
 
 def kind_order(kind: str) -> int:

@@ -1,4 +1,6 @@
 """Runs: every saved run (also those started from the CLI), reopened with all the Playground's charts."""
+import html
+
 import streamlit as st
 
 from cfl_ui import runs_view as R
@@ -9,13 +11,20 @@ from cfl_ui.theme import page_header
 
 P = "runs"
 SEL_KEY = f"{P}.selected"
+GEN_KEY = f"{P}.generation"
+
+
+def on_deleted() -> None:
+    st.session_state.pop(SEL_KEY, None)
+    st.session_state[GEN_KEY] = st.session_state.get(GEN_KEY, 0) + 1
 
 page_header("Runs",
-            f"Every run saved in `{runs_dir()}` — yours and those started from the command line — with all the "
-            "Playground's charts, exports, and delete.")
+            f"Every run saved in <code>{html.escape(str(runs_dir()))}</code> — yours and those started from the "
+            "command line — with all the Playground's charts, exports, and delete.")
 
 manager = S.manager()
 rows, hidden = S.visible_runs()
+rows = R.whole_side_by_side(rows)
 
 url_ref = st.query_params.get("run")
 if url_ref and parse_ref(url_ref) and st.session_state.get(f"{P}._url") != url_ref:
@@ -39,12 +48,14 @@ if not rows:
             icon=":material/folder_open:")
     st.stop()
 
-picked = R.pick(shown, f"{P}.table")
+# a new table after each delete: its selection must not slide onto the run that took the deleted one's row
+picked = R.pick(shown, f"{P}.table.{st.session_state.get(GEN_KEY, 0)}")
 if picked:
     st.session_state[SEL_KEY] = picked
 ref = st.session_state.get(SEL_KEY)
-if ref not in {r.ref for r in rows}:
-    ref = None
+refs = {r.ref for r in rows}
+if ref not in refs:
+    ref = parse_ref(ref)[0] if ref and parse_ref(ref) and parse_ref(ref)[0] in refs else None
 if ref is None:
     st.info("Select a run in the table to see its charts.", icon=":material/touch_app:")
     st.query_params.clear()
@@ -57,16 +68,17 @@ if snap is None or parsed is None:
     st.warning(f"Run `{ref}` is gone.")
     st.stop()
 unit = snap.unit(parsed[1]) or snap.units[0]
+whole = len(snap.units) > 1 and parsed[1] is None  # a side-by-side run: both algorithms, as it was shown
 
 st.divider()
 head, act = st.columns([3, 2])
-head.markdown(f"### {unit.label}  \n`{ref}`")
+head.markdown(f"### {snap.title if whole else unit.label}  \n`{ref}`")
 with act:
     a1, a2 = st.columns(2)
     a1.page_link("pages/playground.py", label="Open in Playground", icon=":material/science:",
                  query_params={"run": ref})
-    R.delete_action(a2, snap, parsed[0], manager, P, on_deleted=lambda: st.session_state.pop(SEL_KEY, None))
+    R.delete_action(a2, snap, parsed[0], manager, P, on_deleted=on_deleted)
 
-R.downloads(unit, ref, P)
-live_view(ref, parsed[1] if len(snap.units) > 1 else None, f"{P}.view", initial_status=snap.status,
-            exports=False)
+if not whole:
+    R.downloads(unit, ref, P)
+live_view(ref, parsed[1] if len(snap.units) > 1 else None, f"{P}.view", initial_status=snap.status, exports=whole)

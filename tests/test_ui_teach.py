@@ -158,3 +158,33 @@ def test_embedding_range_of_identical_losses_is_readable():
     frame = Frame(0, 0, np.arange(2), pts, pts, np.zeros(2, int), np.zeros(2, int))
     (lo, hi), _ = _ranges([frame], 2)
     assert hi - lo > 0.01
+
+
+def test_runs_page_keeps_a_side_by_side_run_whole_and_delete_clears_the_selection(runs):
+    from cfl_ui.manager import JobManager
+    from cfl_ui.job_specs import playground_configs, playground_units
+
+    other = JobManager(runs, switch_interval=None)
+    base = ExperimentConfig(**{**SMALL, "algorithm": "ifca", "init": "same"}).to_dict()
+    units, _ = playground_units(playground_configs(base, "clove"))
+    pair = other.submit(units, kind="playground", owner="")
+    single = other.submit([S.UnitSpec("", ExperimentConfig(**SMALL, algorithm="clove"))], kind="playground",
+                          owner="")
+    assert pair.join(120) and single.join(120)
+    at = AppTest.from_file(APP, default_timeout=90)
+    ok(at.run())
+    at.query_params.update({"run": pair.id})
+    ok(at.switch_page("pages/runs.py").run())
+    table = at.dataframe[0].value
+    assert list(table["id"]).count(pair.id) == 1 and not any(i.startswith(pair.id + "/") for i in table["id"])
+    assert table[table["id"] == pair.id]["algorithm"].iloc[0] == "ifca vs clove"
+    assert len([m for m in at.metric if m.label == "ARI"]) == 2  # both algorithms, side by side
+    header = next(m.value for m in at.markdown if "Every run saved in" in m.value)
+    assert f"<code>{runs}</code>" in header and "`" not in header  # the folder as code, not literal backticks
+    at.button(key="runs.delete").click()
+    ok(at.run())
+    at.button(key="runs.yes").click()
+    ok(at.run())
+    assert not (runs / pair.id).exists() and (runs / single.id).exists()
+    assert at.session_state["runs.generation"] == 1  # a fresh table: no selection slides onto the other run
+    assert any("Select a run" in i.value for i in at.info)
