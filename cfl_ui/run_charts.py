@@ -29,7 +29,9 @@ CAPTIONS = {
                  "so the axes never move, coloured by true cluster with the symbol of its assigned model (press ▶ to "
                  "replay the rounds).",
     "embed_umap": "The same loss vectors laid out by UMAP, each round starting from the previous layout, where only "
-                  "the groups matter (distances are meaningful locally only).",
+                  "the groups matter (distances are meaningful locally only). UMAP can draw structure that is not "
+                  "there: clients whose loss vectors are all alike (a collapsed IFCA) still come out as tidy "
+                  "separate blobs — check such groups against PCA.",
     "heatmap": "Each row is a client (grouped by true cluster) and each column a round, coloured by the model it "
                "trained: one colour per cluster block means the clusters were found, one colour everywhere is a "
                "collapse.",
@@ -241,8 +243,9 @@ def exports_block(units, key: str, snap=None) -> None:
 
 def method_picker(units, key: str) -> str:
     """PCA or UMAP, shown only when some run has more than 3 models' loss vectors."""
+    # every round, not only the latest: a run whose assignment froze measures nothing more, and keeps the toggle
     wide = any(r.loss_matrix is not None and len(r.loss_matrix) and len(r.loss_matrix[0]) > 3
-               for u in units for r in u.records[-3:])
+               for u in units for r in u.records)
     if not wide:
         return PCA
     if key not in st.session_state:

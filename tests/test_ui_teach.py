@@ -188,3 +188,23 @@ def test_runs_page_keeps_a_side_by_side_run_whole_and_delete_clears_the_selectio
     assert not (runs / pair.id).exists() and (runs / single.id).exists()
     assert at.session_state["runs.generation"] == 1  # a fresh table: no selection slides onto the other run
     assert any("Select a run" in i.value for i in at.info)
+
+
+def test_the_umap_toggle_stays_once_the_assignment_froze():
+    def script():
+        from types import SimpleNamespace
+
+        import streamlit as st
+
+        from cfl_core.records import RoundRecord
+        from cfl_ui.run_charts import method_picker
+
+        def rec(r, measured):  # 4 models; after round 1 the assignment froze and nothing more was measured
+            lm = [[0.1, 0.2, 0.3, 0.4]] * 2 if measured else None
+            return RoundRecord(r, "train", [0, 1], [0, 1], lm, [1, 1], [0.1, 0.1], 1, 1, 1, 1, 2, 1, 1, 0.1)
+
+        unit = SimpleNamespace(records=[rec(0, True), rec(1, True)] + [rec(r, False) for r in range(2, 8)])
+        st.write(method_picker([unit], "m"))
+
+    at = AppTest.from_function(script).run()
+    assert not at.exception and [r.options for r in at.radio] == [["PCA", "UMAP"]]
