@@ -45,18 +45,20 @@ def unit_key(unit) -> tuple:
 
 
 def chart(figure, key: str, *, cache: tuple | None = None, title: str | None = None,
-          caption: str | None = None):
+          caption: str | None = None, select: bool = False):
     """Draw one plotly chart and return its figure.
 
     figure: a figure, or a function that builds it (built once per `cache` key when one is given).
-    title: markdown above the chart; caption: the one-line explanation below it."""
+    title: markdown above the chart; caption: the one-line explanation below it.
+    select: clicking a point reruns the script with the selection in st.session_state[key]."""
     if title:
         st.markdown(title)
     if cache is not None:
         figure = cached(cache, figure)
     elif callable(figure):
         figure = figure()
-    st.plotly_chart(figure, key=key, width="stretch", config=TOOLBAR)
+    picking = dict(on_select="rerun", selection_mode="points") if select else {}
+    st.plotly_chart(figure, key=key, width="stretch", config=TOOLBAR, **picking)
     if caption:
         st.caption(caption)
     return figure

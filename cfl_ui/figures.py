@@ -51,6 +51,7 @@ def _cluster_traces(frame, clusters, dims, value_label="losses"):
         text = [_hover(frame, i, value_label) for i in idx]
         symbols = [model_symbol(m, dims) for m in frame.models[mask]]
         common = dict(mode="markers", name=f"cluster {c}", legendgroup=f"cluster{c}", text=text,
+                      customdata=frame.clients[mask].astype(int).tolist(),  # the client id, for a click
                       hovertemplate="%{text}<extra></extra>", showlegend=False)
         if dims == 3:
             traces.append(go.Scatter3d(x=pts[:, 0], y=pts[:, 1], z=pts[:, 2], marker=dict(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from . import run_charts as R
+from .drilldown import panel as drill_panel
 from .snapshots import ELSEWHERE, FAILED, FINISHED, INTERRUPTED, PAUSED, QUEUED, RUNNING, STOPPED, TERMINAL
 
 POLL_SECONDS = 1.0
@@ -120,6 +121,7 @@ def render_units(snap, units, key: str, *, live: bool, exports: bool = True) -> 
             with col:
                 R.assignment_block(u, f"{key}.{u.ref}")
         R.curves_block(units, key)
+    drill_panel(units, key, chart_keys=[f"{key}.{u.ref}.emb" for u in units])
     latest = [R.unit_extra_views(u, None) for u in units]
     if any(latest):
         st.markdown("#### What else the algorithm recorded")

@@ -141,7 +141,8 @@ def embedding_block(unit, key: str, method: str, active_round=None, height: int 
         if emb.method == "raw" and emb.num_models == 1:
             cap = "embed_pca"
         chart(lambda: F.embedding_figure(emb, active_round, height=height, animate=not live), f"{key}.emb",
-              cache=("emb", *unit_key(unit), method, active_round, height, not live), caption=CAPTIONS[cap])
+              cache=("emb", *unit_key(unit), method, active_round, height, not live),
+              caption=CAPTIONS[cap] + " Click a client to see why it moved.", select=emb.dims == 2)
         return
     if has_loss:
         st.markdown(f"**How {label} sees the clients**")

@@ -208,3 +208,33 @@ def test_the_umap_toggle_stays_once_the_assignment_froze():
 
     at = AppTest.from_function(script).run()
     assert not at.exception and [r.options for r in at.radio] == [["PCA", "UMAP"]]
+
+
+def test_drilldown_gives_each_rounds_model_and_the_rules_reason_in_words(manager):
+    from cfl_ui.drilldown import loss_figure, reasons
+
+    snap = compare_job(manager, ["ifca", "clove"])
+    ifca, clove = snap.units
+    rows = reasons(ifca, 0)
+    assert [r["round"] for r in rows] == [0, 1, 2]
+    rec = ifca.records[1]
+    row = rec.loss_matrix[rec.participants.index(0)]
+    best = min(range(len(row)), key=lambda m: row[m])
+    assert rows[1]["model"] == rec.assignments[0]
+    assert (f"lowest loss was model {best} ({row[best]:.3g}" in rows[1]["why"] or "tied" in rows[1]["why"])
+    assert rows[1]["own accuracy"] == pytest.approx(100 * rec.client_accuracy[0])
+    crow = reasons(clove, 0)
+    assert "random" in crow[0]["why"]  # CLoVE's round 0
+    assert any("nearest centre was the group matched to model" in r["why"] for r in crow[1:])
+    fig = loss_figure(clove, 0)
+    assert [t.name for t in fig.data][-1] == "model it took" and len(fig.data) == 3  # 2 models + the rings
+
+
+def test_drilldown_panel_opens_for_a_picked_client(runs):
+    at = run_preset("Rotated digits", {"rounds": 3, "clients_per_cluster": 2, "samples_per_client": 30})
+    box = next(s for s in at.selectbox if s.label == "Client")
+    box.set_value(3)
+    ok(at.run())
+    assert any("client 3" in m.value and "moved" in m.value for m in at.markdown)
+    table = next(d.value for d in at.dataframe if "why" in d.value.columns)
+    assert list(table["round"]) == [0, 1, 2] and table["why"].str.len().min() > 10
