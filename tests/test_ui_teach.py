@@ -238,3 +238,20 @@ def test_drilldown_panel_opens_for_a_picked_client(runs):
     assert any("client 3" in m.value and "moved" in m.value for m in at.markdown)
     table = next(d.value for d in at.dataframe if "why" in d.value.columns)
     assert list(table["round"]) == [0, 1, 2] and table["why"].str.len().min() > 10
+
+
+def test_presenter_mode_hides_the_sidebar_and_enlarges(runs):
+    at = AppTest.from_file(APP, default_timeout=90)
+    ok(at.run())
+    toggle = at.toggle(key="cfl.present")
+    assert toggle.value is False and not any("stSidebar" in m.value for m in at.markdown if "display: none" in m.value)
+    toggle.set_value(True)
+    ok(at.run())
+    css = [m.value for m in at.markdown if "zoom" in m.value]
+    assert css and "display: none" in css[0] and "stSidebar" in css[0]
+    ok(at.switch_page("pages/lessons.py").run())
+    assert at.toggle(key="cfl.present").value is True  # it stays on from page to page
+    linked = AppTest.from_file(APP, default_timeout=90)
+    linked.query_params["present"] = "1"
+    ok(linked.run())
+    assert linked.toggle(key="cfl.present").value is True
