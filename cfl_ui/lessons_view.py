@@ -135,7 +135,7 @@ def play_step(lesson, index: int, key: str) -> None:
                     icon=":material/hourglass_top:")
             return
         note = step.note(units, target) if arrived else None
-        st.markdown(f":green-badge[:material/pause: paused at round {target}]" if arrived else
+        st.markdown(f":green-badge[:material/pause: step {index + 1} paused at round {target}]" if arrived else
                     f":blue-badge[:material/play_arrow: playing · round {head}]" +
                     ("" if target is not None else " · the run is still training"))
         step_chart(lesson, step, units, head, note, key)
