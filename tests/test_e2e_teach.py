@@ -103,8 +103,8 @@ def test_every_lesson_plays_to_its_end(site, lesson):
             page.locator(".js-plotly-plot").first.wait_for(timeout=60000)  # the annotated chart
             no_exception(page)
             if i < len(lesson.steps) - 1:
-                B.settle(page)  # the page's last rerun after pausing is over: the click cannot be lost in it
-                B.click_button(page, "Next")
+                B.settle(page)
+                B.click_until(page, "Next", f"Step {i + 2} of {len(lesson.steps)}")
         assert page.get_by_role("button", name="Next", exact=True).first.is_disabled()
     finally:
         page.close()

@@ -4,27 +4,12 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from cfl_ui.lessons import LESSONS, missing
-
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
-
-
-@pytest.fixture
-def runs(tmp_path, monkeypatch):
-    root = tmp_path / "runs"
-    monkeypatch.setenv("CFL_RUNS_DIR", str(root))
-    monkeypatch.setenv("CFL_UI_WARMUP", "0")
-    return root
-
-
-def ok(at):
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+from tests.test_ui_pages import APP, ok, runs  # noqa: F401  (runs: the pages' runs-folder fixture)
 
 
 def lessons_page(query=None) -> AppTest:

@@ -75,24 +75,9 @@ def test_elapsed_time_leaves_out_paused_time(manager):
 
 
 # -- pages (AppTest) ------------------------------------------------------------------------------
-from pathlib import Path  # noqa: E402
-
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
-
-
-@pytest.fixture
-def runs(tmp_path, monkeypatch):
-    root = tmp_path / "runs"
-    monkeypatch.setenv("CFL_RUNS_DIR", str(root))
-    monkeypatch.setenv("CFL_UI_WARMUP", "0")
-    return root
-
-
-def ok(at):
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+from tests.test_ui_pages import APP, ok, runs  # noqa: E402,F401  (runs: the pages' runs-folder fixture)
 
 
 def run_preset(preset: str, values: dict, page: str | None = None, prefix: str = "pg"):
