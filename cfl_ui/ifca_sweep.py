@@ -195,7 +195,8 @@ class IfcaSweep:
 
     def _live(self) -> None:
         self.job = sweep_jobs().get(self.folder)
-        self.status = sweep_status(self.folder)
+        if self.job is None or not self.job.active:  # another driver, or ours just ended: read the folder
+            self.status = sweep_status(self.folder)
         state = self.state()
         self._draw(state)
         if state != "running":

@@ -74,10 +74,40 @@ def in_flight(folder: Path) -> set:
     return started
 
 
+_rows_cache: dict = {}  # folder -> (stamp, rows)
+
+
+def _stamp(folder: Path) -> tuple | None:
+    """Changes whenever the driver starts or writes back a run (it appends to events.jsonl for both, and renames
+    the run folder into place) or a run folder is removed."""
+    out = []
+    for name in (EVENTS_FILE, SWEEP_FILE, "."):
+        try:
+            st_ = (folder / name).stat()
+        except OSError:
+            return None
+        out.append((st_.st_mtime_ns, st_.st_size))
+    return tuple(out)
+
+
 def sweep_rows(root: Path, rel: str, live: bool = False) -> list:
     """One row per point of the sweep in root/rel: its seed, init mode, algorithm, and once it ended its final
-    numbers and its own time; while `live`, the points in flight are marked running."""
+    numbers and its own time; while `live`, the points in flight are marked running. Read again only when the
+    folder's events changed (the page polls it every second while it runs)."""
     folder = Path(root) / rel
+    stamp = _stamp(folder)
+    hit = _rows_cache.get((str(folder), live))
+    if stamp is not None and hit is not None and hit[0] == stamp:
+        return [dict(r) for r in hit[1]]
+    rows = _read_rows(folder, rel, live)
+    if stamp is not None:
+        if len(_rows_cache) > 32:
+            _rows_cache.clear()
+        _rows_cache[(str(folder), live)] = (stamp, rows)
+    return [dict(r) for r in rows]
+
+
+def _read_rows(folder: Path, rel: str, live: bool) -> list:
     flying = in_flight(folder) if live else set()
     sweep = read_json(folder / SWEEP_FILE)
     if not isinstance(sweep, dict):
@@ -168,6 +198,9 @@ def render(snap) -> None:
 
 def render_rows(rows, key: str) -> None:
     """Everything the page shows of a seeds x init modes x algorithms grid's rows (redrawn live as runs finish)."""
+    if not rows:
+        st.info("Preparing the sweep: its runs appear in a moment…", icon=":material/hourglass_top:")
+        return
     algos = list(dict.fromkeys(r["algorithm"] for r in rows))  # in the order they were chosen
     modes = list(dict.fromkeys(r["init"] for r in rows))
     labels = {a: algorithm_label(a) for a in algos}

@@ -103,6 +103,12 @@ class SweepJobs:
     """The sweeps this server process drives, by folder, and the local pool it keeps for them."""
 
     def __init__(self):
+        import sys
+
+        from .manager import SWITCH_INTERVAL
+
+        if sys.getswitchinterval() > SWITCH_INTERVAL:
+            sys.setswitchinterval(SWITCH_INTERVAL)  # the server's threads hand the GIL on promptly (see manager)
         self._lock = threading.Lock()
         self._jobs: dict[str, SweepJob] = {}
         self._pool: LocalExecutor | None = None
