@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 
 import pytest
 
@@ -142,3 +143,21 @@ def test_a_links_seeds_beyond_the_limit_are_refused_by_name(runs, executor, seed
     [note] = [w.value for w in at.warning if "seeds=" in w.value]
     assert f"seeds={seeds!r}" in note and "from 1 to 50" in note and "refused" in note
     assert at.number_input(key="ifc.seeds").value == 10  # the page keeps its own
+
+
+def test_stop_keeps_the_finished_runs_and_resume_offers_the_rest(runs, executor):
+    executor.setenv("CFL_SWEEP_EXECUTOR", "serial")  # one run at a time: Stop lands between two of them
+    at = tiny_page(seeds=10, modes=("same", "different", "restarts"))
+    at.button(key="ifc.run_btn").click()
+    ok(at.run())
+    folder = sweep_folder(at, runs)
+    deadline = time.time() + 120
+    while not list(folder.glob("*/sweep_point.json")) and time.time() < deadline:
+        time.sleep(0.05)  # the first run written back
+    at.button(key="ifc.stop_btn").click()  # Stop waits for the sweep to end (after the run in progress)
+    ok(at.run())
+    finished = len(list(folder.glob("*/sweep_point.json")))
+    assert 0 < finished < 60  # the runs done before Stop stay; the rest never started
+    label = at.button(key="ifc.run_btn").label
+    assert label == f"Resume ({60 - finished} left)" and not at.button(key="ifc.run_btn").disabled
+    assert any(f"{finished} of 60 runs done" in m.value and "stopped" in m.value for m in at.markdown)
