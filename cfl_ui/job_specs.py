@@ -51,6 +51,16 @@ def compare_units(configs: list) -> tuple[list, str]:
     return units, "Compare " + " · ".join(u.label for u in units)
 
 
+def seeds_from_link(text) -> tuple[int | None, str | None]:
+    """A link's seeds=...: (the count, None) when it is a whole number in [1, MAX_SEEDS], else (None, the note
+    that refuses it, naming the value and the limit)."""
+    raw = str(text).strip()
+    if raw.isdigit() and 1 <= int(raw) <= MAX_SEEDS:
+        return int(raw), None
+    return None, (f"seeds={raw[:40]!r} in the link was refused: the number of seeds must be a whole number from 1 "
+                  f"to {MAX_SEEDS}; the page keeps its own")
+
+
 def init_configs(values: dict, algorithms: list, modes: list, seeds) -> list:
     """Every seed x init mode x algorithm from the form's first seed (K-hat = the true clusters when unset)."""
     if not algorithms:

@@ -42,6 +42,21 @@ def rounds_text(units) -> str:
     return ", ".join(f"{u.label} {min(u.rounds_done, u.total_rounds)} of {u.total_rounds}" for u in units) + " rounds"
 
 
+def unit_seconds(unit) -> float:
+    """A run's own time: its rounds' wall time (the summary's total once it ended), not its batch's."""
+    if unit.summary and unit.summary.get("total_seconds") is not None:
+        return float(unit.summary["total_seconds"])
+    return float(sum(r.seconds or 0.0 for r in unit.records))
+
+
+def shown_seconds(snap, units) -> float | None:
+    """The time the status line shows: the job's elapsed time while this server runs all of it; the shown
+    runs' own time for a run read from disk or one run of a batch (a seed opened from the IFCA page)."""
+    if snap.from_disk or len(units) < len(snap.units):
+        return sum(unit_seconds(u) for u in units)
+    return snap.elapsed if snap.started else None
+
+
 def status_bar(snap, units, *, count_runs: bool = False) -> None:
     """The job's status line, progress, queue position and error.
 
@@ -57,8 +72,9 @@ def status_bar(snap, units, *, count_runs: bool = False) -> None:
         done, total, what = sum(u.rounds_done for u in units), sum(u.total_rounds for u in units) or 1, "rounds"
         names = " vs ".join(u.label for u in units)
         line = f"{badge} **{names}** · {rounds_text(units)} · {_setting(cfg)} · device **{device}**"
-        if snap.started:
-            line += f" · {snap.elapsed:.1f} s"
+        seconds = shown_seconds(snap, units)
+        if seconds is not None:
+            line += f" · {seconds:.1f} s"
     st.markdown(line)
     if snap.status == INTERRUPTED:
         st.warning("Interrupted: the server stopped before this run ended. Every finished round is shown "

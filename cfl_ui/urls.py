@@ -51,7 +51,8 @@ def sync_from_url(prefix: str, load_run_config=None, page_default: dict | None =
     return extra
 
 
-def _add_notes(prefix: str, notes: list[str]) -> None:
+def add_notes(prefix: str, notes: list[str]) -> None:
+    """More notes on the link just applied (shown once at the top by show_url_notes)."""
     st.session_state[key(prefix, "_notes")] = (st.session_state.get(key(prefix, "_notes")) or []) + notes
 
 
@@ -64,7 +65,7 @@ def apply_algo_options(prefix: str, text: str) -> None:
     except json.JSONDecodeError:
         given = None
     if not isinstance(given, dict):
-        _add_notes(prefix, [f"algo_options={text!r} in the link was ignored (not a JSON object)"])
+        add_notes(prefix, [f"algo_options={text!r} in the link was ignored (not a JSON object)"])
         return
     notes = []
     for algo, opts in given.items():
@@ -76,7 +77,7 @@ def apply_algo_options(prefix: str, text: str) -> None:
         for name, value in kept.items():
             st.session_state[option_key(prefix, algo, name)] = value
     if notes:
-        _add_notes(prefix, notes)
+        add_notes(prefix, notes)
 
 
 def algo_options_text(options: dict) -> str | None:

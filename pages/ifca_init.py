@@ -1,23 +1,24 @@
-"""IFCA initialisation: IFCA vs CLoVE over many seeds and the three init modes; results fill in as they finish."""
+"""IFCA initialisation: IFCA vs CLoVE over many seeds and the three init modes, run as a sweep in the background;
+results fill in as they finish."""
 import streamlit as st
 
 from cfl_core.config import INIT_MODES
 from cfl_ui import controls as C
 from cfl_ui import ifca_view
 from cfl_ui import job_specs as J
+from cfl_ui.ifca_sweep import IfcaSweep
 from cfl_ui import params as Q
 from cfl_ui import session as S
 from cfl_ui import urls as U
-from cfl_ui.controller import JobController
 from cfl_ui.live_view import live_fragment
 from cfl_ui.panel import Panel
 from cfl_ui.preset_picker import preset_picker
 from cfl_ui.presets import SIGNATURE_PRESET, preset_config
-from cfl_ui.snapshots import SEQUENTIAL
 from cfl_ui.theme import page_header
+from cfl_ui.verdicts import validate
 
 P = "ifc"
-ALGOS_KEY, MODES_KEY, SEEDS_KEY = f"{P}.algos", f"{P}.modes", f"{P}.seeds"
+ALGOS_KEY, MODES_KEY, SEEDS_KEY, RUN_KEY = f"{P}.algos", f"{P}.modes", f"{P}.seeds", f"{P}.run"
 DEFAULT_ALGOS = [a for a in ("ifca", "clove") if a in J.INIT_ALGOS]
 
 
@@ -42,9 +43,10 @@ def load_run_config(ref):
     return {**snap.units[0].config, "seed": seeds[0] if seeds else 0}
 
 
-ctl = JobController(P, "ifca-init", lambda values: J.init_configs(values, chosen_algos(), chosen_modes(),
-                                                                   st.session_state.get(SEEDS_KEY)),
-                    J.init_units, schedule=SEQUENTIAL, parallel=False)
+def build(values):
+    return J.init_configs(values, chosen_algos(), chosen_modes(), st.session_state.get(SEEDS_KEY))
+
+
 panel = Panel(P)
 extra = U.sync_from_url(P, load_run_config=load_run_config,
                         page_default={**preset_config(SIGNATURE_PRESET), "rounds": 10})
@@ -54,11 +56,12 @@ if extra is not None:
     if extra.get("modes"):
         st.session_state[MODES_KEY] = [m for m in Q.split_list(extra["modes"]) if m in INIT_MODES]
     if extra.get("seeds"):
-        try:
-            st.session_state[SEEDS_KEY] = int(extra["seeds"])
-        except ValueError:
-            pass  # not a number: the page keeps its seeds
-ctl.attach(extra)
+        seeds, note = J.seeds_from_link(extra["seeds"])
+        if note:
+            U.add_notes(P, [note])
+        else:
+            st.session_state[SEEDS_KEY] = seeds
+    st.session_state[RUN_KEY] = extra.get("run")  # a link to a job of the page's older form
 st.session_state.setdefault(ALGOS_KEY, list(DEFAULT_ALGOS))
 st.session_state.setdefault(MODES_KEY, list(INIT_MODES))
 st.session_state.setdefault(SEEDS_KEY, 10)
@@ -86,30 +89,28 @@ with st.sidebar:
     panel.advanced_controls(st.sidebar, dynamics=False)
     panel.general_slot(st.sidebar)
 
-verdict = ctl.validate(panel)
+verdict = validate(panel, build, parallel=False)
+sweep = IfcaSweep(P, verdict, chosen_algos(), chosen_modes(), st.session_state.get(SEEDS_KEY))
 with st.sidebar:
     st.markdown("### Run")
-    ctl.buttons(verdict)
+    sweep.buttons()
 
 page_header("IFCA initialisation",
             "IFCA gives each client the model with the lowest loss. Start every model from the <b>same</b> weights "
             "and all losses tie: every client picks model 0 and the clusters are never found. CLoVE clusters the "
             "loss <i>vectors</i> instead. Here both run over many seeds and the three init modes.")
 U.show_url_notes(P)
-ctl.flash()
+sweep.flash()
 
-snap = ctl.snapshot()
-if ctl.ref and snap is None:
-    st.warning(f"Run `{ctl.ref}` was not found; its settings are loaded — press **Run** to reproduce it.",
-               icon=":material/link:")
-if snap is not None:
-    live_fragment(ctl.ref, ifca_view.render, initial_status=snap.status)
+old = S.snapshot(st.session_state.get(RUN_KEY)) if st.session_state.get(RUN_KEY) and sweep.state() is None else None
+if old is not None:
+    st.caption("A run of this page's earlier form (a dashboard job), read back; **Run** runs these settings as a "
+               "sweep.")
+    live_fragment(st.session_state[RUN_KEY], ifca_view.render, initial_status=old.status)
 else:
-    est = verdict.estimate.describe() if verdict.estimate is not None else "—"
-    st.info(f"Press **Run**: {len(verdict.configs)} runs ({st.session_state.get(SEEDS_KEY)} seeds × "
-            f"{len(chosen_modes())} init modes × {len(chosen_algos())} algorithms) in the background, results filling "
-            f"in as each finishes. Estimate: {est}.", icon=":material/play_circle:")
+    sweep.show()
 
-params = U.write_url(P, C.values(P), {**ctl.link_extra(snap), "algos": chosen_algos(), "modes": chosen_modes(),
+params = U.write_url(P, C.values(P), {"run": st.session_state.get(RUN_KEY) if old is not None else None,
+                                      "algos": chosen_algos(), "modes": chosen_modes(),
                                       "seeds": st.session_state.get(SEEDS_KEY)})
-U.link_box(params, "The link holds every setting and the run.")
+U.link_box(params, "The link holds every setting: whoever opens it sees the same sweep (and can resume it).")

@@ -58,3 +58,22 @@ def test_ray_gives_the_records_of_the_local_pool_and_of_a_run_alone(tmp_path, ra
     again = run_sweep(spec, tmp_path / "ray", executor="ray")
     assert again.progress.skipped == 4 and again.progress.done == 0
     assert (tmp_path / "ray" / "summary.md").read_text().count("| feature-skew |") == 2
+
+
+def test_the_ifca_page_sends_its_sweep_to_ray_when_the_server_is_told_to(tmp_path, ray_session, monkeypatch):
+    """CFL_SWEEP_EXECUTOR=ray: the IFCA-initialisation page's runs are Ray tasks (here the local Ray above; with
+    CFL_RAY_ADDRESS a cluster's)."""
+    from tests.test_ui_ifca import run_and_wait, sweep_folder, tiny_page
+
+    monkeypatch.setenv("CFL_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("CFL_UI_WARMUP", "0")
+    monkeypatch.setenv("CFL_SWEEP_EXECUTOR", "ray")
+    monkeypatch.delenv("CFL_RAY_ADDRESS", raising=False)
+    at = tiny_page(seeds=1)
+    assert any("2 runs as a sweep on a local Ray instance" in i.value for i in at.info)
+    at = run_and_wait(at)
+    folder = sweep_folder(at, tmp_path / "runs")
+    markers = [json.loads(p.read_text()) for p in folder.glob("*/sweep_point.json")]
+    assert len(markers) == 2 and {m["executor"] for m in markers} == {"ray"}
+    assert {m["status"] for m in markers} == {"finished"}
+    assert any("2 of 2 runs done" in m.value and "on a local Ray instance" in m.value for m in at.markdown)

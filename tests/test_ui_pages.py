@@ -63,6 +63,14 @@ def wait_job(at: AppTest, key: str, timeout: float = 120) -> None:
     ok(at.run())
 
 
+def wait_sweeps(timeout: float = 180) -> None:
+    from cfl_ui.sweep_jobs import sweep_jobs
+
+    for job in sweep_jobs().jobs():
+        assert job.join(timeout), job.folder
+        assert job.error is None, job.error
+
+
 def errors(at: AppTest) -> list[str]:
     return [e.value for e in at.error]
 
@@ -279,12 +287,14 @@ def test_ifca_initialisation_page(runs):
     set_values(at, "ifc", {"rounds": 2, "clients_per_cluster": 3, "samples_per_client": 40})
     at.button(key="ifc.run_btn").click()
     ok(at.run())
-    wait_job(at, "ifc.run")
+    wait_sweeps()  # the page's runs are a sweep, driven by the server in the background
+    ok(at.run())
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["IFCA · same"] == "0/2" and metrics["CLoVE · same"] == "2/2"
     assert charts(at) == 2
-    table = at.dataframe[0].value
-    assert len(table) == 4 and all("run=" in link for link in table["open"])
+    [table] = [m.value for m in at.markdown if m.value.startswith("| seed |")]
+    links = [line.rsplit("|", 2)[-2] for line in table.splitlines()[2:]]
+    assert len(links) == 4 and all("run=" in link for link in links)
 
 
 # -- Partitions ------------------------------------------------------------------------------------

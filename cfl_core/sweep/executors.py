@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .task import init_worker, run_point
+from .task import init_worker, run_point, warm_worker
 
 EXECUTORS = ("local", "ray", "serial")
 EXECUTOR_ENV, ADDRESS_ENV = "CFL_SWEEP_EXECUTOR", "CFL_RAY_ADDRESS"  # for a server that starts sweeps itself
@@ -114,9 +114,18 @@ class LocalExecutor(Executor):
     def describe(self):
         return {"executor": self.name, "slots": self.slots, "workers": self.workers, "threads": self.threads}
 
+    def warm(self) -> list:
+        """Start every worker and load the simulation libraries in it (futures of their pids): a pool kept by a
+        server then starts its first sweep's runs without the workers' start-up."""
+        if self._pool is None:
+            self._start()
+        return [self._pool.submit(warm_worker) for _ in range(self.workers)]
+
     def submit(self, task):
         from concurrent.futures.process import BrokenProcessPool
 
+        if self._pool is None:  # cancelled or closed before: a kept executor starts a fresh pool
+            self._start()
         try:
             future = self._pool.submit(run_point, task)
         except BrokenProcessPool:  # a worker died earlier: a fresh pool for the rest

@@ -20,7 +20,7 @@ from typing import Callable
 from .. import __version__
 from ..errors import ConfigError
 from ..records import FAILED, FINISHED
-from .executors import make_executor
+from .executors import Executor, make_executor
 from .folder import DONE, FAILED_BEFORE, MISSING, OTHER, RESULTS_FILE, SUMMARY_FILE, SweepFolder
 from .spec import DEFAULT_MAX_POINTS, Expansion, SweepSpec
 from .tables import results_csv, row_of, summary_markdown, summary_table
@@ -99,10 +99,14 @@ def plan(spec: SweepSpec, out: str | Path, *, max_points: int | None = DEFAULT_M
     return expansion, {p.key: folder.state(p) for p in expansion.points}
 
 
-def run_sweep(spec: SweepSpec, out: str | Path, *, executor: str = "local", workers: int | None = None,
+def run_sweep(spec: SweepSpec, out: str | Path, *, executor: "str | Executor" = "local", workers: int | None = None,
               cpus_per_run: int = 1, address: str | None = None, max_points: int | None = DEFAULT_MAX_POINTS,
               skip_invalid: bool = False, replace: bool = False, command: str | None = None,
               on_progress: Callable[[Progress], None] | None = None) -> SweepOutcome:
+    """Run the points not finished yet. `executor` is a name (made here, closed at the end) or an Executor the
+    caller keeps (a server's warm pool: used, never closed here; workers and address are then its own).
+    on_progress is called about twice a second from this thread; an exception it raises stops the sweep
+    (the runs in flight are cancelled, every finished one stays)."""
     expansion, states = plan(spec, out, max_points=max_points, skip_invalid=skip_invalid)
     points = expansion.points
     folder = SweepFolder(out)
@@ -118,7 +122,11 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, executor: str = "local", work
         todo = [p for p in points if states[p.key] != DONE]
         command = command or _command()
         progress = Progress(total=len(points), skipped=len(points) - len(todo))
-        info: dict = {"executor": executor, "threads": cpus_per_run}
+        given = executor if isinstance(executor, Executor) else None
+        name = given.name if given is not None else executor
+        if given is not None:
+            cpus_per_run = getattr(given, "threads", cpus_per_run)
+        info: dict = {"executor": name, "threads": cpus_per_run}
         folder.write_sweep({
             "name": spec.name, "description": spec.description, "spec": spec.raw, "command": command,
             "swept": spec.swept, "cfl_core_version": __version__, "written_at": time.time(),
@@ -127,10 +135,14 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, executor: str = "local", work
             "threads_per_run": cpus_per_run,
         })
         folder.event("start", points=len(points), todo=len(todo), skipped=progress.skipped, command=command,
-                     executor=executor)
+                     executor=name)
         state = "finished"
         try:
-            if todo:
+            if todo and given is not None:
+                info = given.describe()
+                progress.slots = given.slots
+                _drive(given, todo, folder, progress, cpus_per_run, info, on_progress)
+            elif todo:
                 with make_executor(executor, workers=workers, threads=cpus_per_run, address=address,
                                    points=len(todo)) as ex:
                     info = ex.describe()

@@ -55,6 +55,16 @@ def init_worker(threads: int) -> None:
     pin_threads(threads)
 
 
+def warm_worker() -> dict:
+    """Load what a run needs (torch, the engine, the algorithms) in this worker; returns its pid and the CPU
+    seconds this process has used so far (its start: the interpreter and these imports)."""
+    from .. import algorithms, experiment  # noqa: F401
+
+    cpu = time.process_time()
+    time.sleep(0.2)  # hold this worker a moment, so the pool hands the next warm-up to another one
+    return {"pid": os.getpid(), "cpu_seconds": cpu}
+
+
 def run_point(task: dict) -> dict:
     """Run one point; never raises for a failing run (its error comes back in the result)."""
     from ..config import ExperimentConfig

@@ -1,0 +1,168 @@
+"""How long a sweep the server drives will take, from runs measured on this machine, with the basis shown.
+
+The FLOP model (cfl_ui.estimate) counts the work of one run; what a user waits for is that work on this
+machine now, spread over the executor's parallel runs, plus what the executor costs to start. So:
+
+- per run: one short run of each (algorithm, init mode) of the sweep, trained here for a few rounds with
+  one torch thread (as a sweep worker runs), gives the CPU seconds (this thread's own, so other work on
+  the machine does not count) to build the models and per round; a run of R rounds costs build + R x round.
+  Its data set-up is timed once and counted once per seed and worker. Measured once per setting (cached),
+  in about a second on the bundled data; when the FLOP model says that would take long, the FLOP model is
+  used instead and said so.
+- start-up: nothing when the server's pool is warm; otherwise each worker's start (the interpreter, torch
+  and the engine: CPU seconds measured when the server's workers last started, else an assumed figure said
+  as such).
+- the machine: that CPU work spread over the executor's parallel runs, which share the cores with the other
+  work running now: `slots` processes beside a 1-minute load of L get about cores x slots / (slots + L)
+  cores (the kernel's fair share), at most `slots`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+from cfl_core.sweep.executors import cpu_count
+
+MEASURE_ROUNDS = 3
+MEASURE_BUDGET_S = 4.0  # measure only when the FLOP model puts the probe runs under this
+ASSUMED_WORKER_START_CPU = 6.5  # CPU s of a fresh worker importing torch and the engine (6.1-6.6 s measured here)
+ASSUMED_RAY_START_S = 10.0
+DRIVER_PER_RUN_S = 0.02  # the driver writing a run folder back
+
+_cache: dict = {}
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class RunCost:
+    setup_s: float  # the data set-up (once per seed and worker)
+    build_s: float  # the experiment and its initial models
+    round_s: float
+    measured: bool
+
+
+@dataclass(frozen=True)
+class SweepEstimate:
+    seconds: float
+    basis: str  # how it was computed, in a sentence or two
+
+    def describe(self) -> str:
+        from .estimate import _duration
+
+        return f"about {_duration(self.seconds)}"
+
+
+def _key(config) -> str:
+    data = config.to_dict()
+    data.pop("rounds", None)
+    data.pop("seed", None)
+    return json.dumps(data, sort_keys=True, default=str)
+
+
+def _model_cost(config) -> RunCost:
+    from .estimate import SETUP_S, unit_cost
+
+    per_run = unit_cost(config.replace(rounds=1))[2]
+    return RunCost(SETUP_S, 0.0, per_run, False)
+
+
+def measure(config) -> RunCost:
+    """One probe run of `config` (a few rounds, nothing written), timed; cached per setting."""
+    key = _key(config)
+    with _lock:
+        hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    from .estimate import unit_cost
+
+    rounds = min(config.rounds, MEASURE_ROUNDS)
+    probe = config.replace(rounds=rounds)
+    if unit_cost(probe)[2] > MEASURE_BUDGET_S:
+        cost = _model_cost(config)
+    else:
+        import torch
+
+        from cfl_core.experiment import Experiment, Setup
+
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            clock = time.thread_time  # this thread's CPU time: the other sessions' and users' work is not in it
+            t0 = clock()
+            setup = Setup.build(probe)
+            t1 = clock()
+            exp = Experiment(probe, out_dir=None, setup=setup)
+            t2 = clock()
+            steps = []
+            for _ in range(rounds):
+                s = clock()
+                exp.step()
+                steps.append(clock() - s)
+            exp.close()
+        finally:
+            torch.set_num_threads(before)
+        cost = RunCost(t1 - t0, t2 - t1, sum(steps) / len(steps), True)
+    with _lock:
+        if len(_cache) > 64:
+            _cache.clear()
+        _cache[key] = cost
+    return cost
+
+
+def load_now() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
+def cores_for(slots: int, cores: int, load: float) -> float:
+    """The cores `slots` busy processes get beside a load of `load` on `cores` cores (fair share, at most slots)."""
+    return max(0.05, min(float(slots), float(cores), cores * slots / (slots + max(0.0, load))))
+
+
+def sweep_estimate(configs: list, *, executor: str, slots: int, start_cpu: float = 0.0, start_wall: float = 0.0,
+                   start_known: bool = True, load: float | None = None) -> SweepEstimate:
+    """start_cpu: CPU seconds each of the slots needs to start (a cold local pool); start_wall: seconds to start
+    the executor that do not depend on this machine (Ray's)."""
+    """The estimate of running `configs` as a sweep on `slots` parallel runs of `executor` (see the module)."""
+    costs = {}
+    for c in configs:
+        k = (c.algorithm, c.init)
+        if k not in costs:
+            costs[k] = measure(c)
+    per_seed: dict = {}
+    work = 0.0
+    for c in configs:
+        cost = costs[(c.algorithm, c.init)]
+        work += cost.build_s + c.rounds * cost.round_s + DRIVER_PER_RUN_S
+        per_seed[c.seed] = per_seed.get(c.seed, 0) + 1
+    slots = max(1, min(slots, len(configs)))
+    setups = sum(min(slots, n) for n in per_seed.values())
+    setup_s = max(cost.setup_s for cost in costs.values())
+    work += setups * setup_s
+    cores = cpu_count()
+    load = load_now() if load is None else load
+    remote = executor == "ray" and slots > cores  # a cluster: its CPUs are not this machine's
+    parallel = float(slots) if remote else cores_for(slots, cores, load)
+    start = start_cpu * slots
+    seconds = start_wall + (start + work) / parallel
+    measured = all(c.measured for c in costs.values())
+    per_round = ", ".join(f"{a} · {m} {1000 * c.round_s:.0f} ms/round + {1000 * c.build_s:.0f} ms to build"
+                          for (a, m), c in costs.items())
+    basis = (f"{'CPU time measured here just now' if measured else 'From the FLOP model (too long to measure)'}: "
+             f"{per_round}; data set-up {1000 * setup_s:.0f} ms (x{setups}, per seed and worker). "
+             f"{len(configs)} runs = {work:.1f} CPU s")
+    if start_cpu:
+        basis += (f" + {start:.0f} CPU s to start {slots} workers"
+                  + ("" if start_known else " (assumed: not measured on this server yet)"))
+    elif executor == "local":
+        basis += " (the workers are started already)"
+    basis += (f", over {parallel:.1f} cores ({slots} {executor} slots" +
+              ("" if remote else f" sharing {cores} cores with a load of {load:.1f}") + ")")
+    if start_wall:
+        basis += f", plus about {start_wall:.0f} s to start Ray (assumed)"
+    return SweepEstimate(seconds, basis + ".")
