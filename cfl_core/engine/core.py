@@ -190,15 +190,19 @@ class Engine:
                             threshold, window)
 
     def train_and_aggregate(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor,
-                            round_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+                            round_index: int, objective: Objective | None = None
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
         """One federated round for every model: clients train from their model, the server averages.
 
         `model_of[i]` is the model client `clients[i]` trains. Models nobody trained stay as they were.
         Returns (new models [K, D], mean train loss per client [P]). Memory is bounded by chunking.
         Traffic: the model each client starts from down (unless it already holds it), its
-        trained model (or gradient) up.
+        trained model (or gradient) up. `objective` (model aggregation only) as in `federated_train`.
         """
+        if objective is not None and self.aggregation == "gradient":
+            raise ValueError("a local objective needs model aggregation")
         self.traffic.send(models, clients, model_of)
+        self._send_objective(objective, clients)
         self.traffic.receive_models(len(clients))
         device = self.fed.device
         models = models.to(device)
@@ -214,8 +218,9 @@ class Engine:
                 contribution = full_gradients(self.spec, models[owners], self.fed, ids)
                 losses.append(torch.full((len(ids),), float("nan")))
             else:
-                contribution, loss = self.train_without_exchange(models[owners], ids, round_index,
-                                                                 schedule=schedule.rows(lo, lo + len(ids)))
+                contribution, loss = self.train_without_exchange(
+                    models[owners], ids, round_index, schedule=schedule.rows(lo, lo + len(ids)),
+                    objective=objective.rows(lo, lo + len(ids)) if objective is not None else None)
                 losses.append(loss)
             aggregate.add_weighted(sums, totals, contribution, owners, w)
         mean, trained = aggregate.group_means(sums, totals)
