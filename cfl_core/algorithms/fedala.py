@@ -26,7 +26,15 @@ Each client is tested on its own latest local model (none until it has trained
 once). No clusters: `--models` is ignored and ARI is recorded as not applicable.
 Traffic is FedAvg's: the global model down, the trained local model up.
 
-Defaults measured on the bundled digits: see the README's FedALA note.
+The paper's defaults, measured with `python scripts/option_sweep.py --algorithm fedala --grid eta=0.1,1 --grid layers=1,2 --partitions feature-skew,concept-shift,label-skew-3 --seeds 0,1,2 --rounds 30` (digits, 4 clusters x 5 clients, 60 samples, MLP; final accuracy %, mean over the seeds):
+
+    eta / layers   0.1 / 1  0.1 / 2  1 / 1  1 / 2
+    feature-skew   82.17    82.22    82.44  82.56
+    concept-shift  85.11    85.11    86.50  86.33
+    label-skew-3   94.61    94.61    94.61  94.61
+
+The MLP has two layers: `layers=2` mixes the whole model. The differences are
+within the seeds' spread; eta = 1 and the top layer (the paper's) are kept.
 """
 from __future__ import annotations
 

@@ -19,8 +19,18 @@ result. Nothing of this is traffic (CFL Lab never counts evaluation).
 
 No clusters: `--models` is ignored and ARI is recorded as not applicable.
 
-Defaults (alpha = 0.05, variant fo, one adaptation step) measured on the bundled
-digits: see the README's Per-FedAvg note (alpha in {0.01, 0.05, 0.1}, 30 rounds).
+Defaults alpha = 0.01, variant fo, one adaptation step, measured with `python scripts/option_sweep.py --algorithm perfedavg --grid alpha=0.01,0.05,0.1 --grid variant=fo,hf --partitions feature-skew,concept-shift,label-skew-3 --seeds 0,1,2 --rounds 30` (digits, 4 clusters x 5 clients, 60 samples, MLP; final accuracy %, mean over the seeds):
+
+    alpha / variant  0.01 fo  0.01 hf  0.05 fo  0.05 hf  0.1 fo  0.1 hf
+    feature-skew     64.56    50.11    63.89    50.61    62.44   49.33
+    concept-shift    63.28    59.22    63.22    58.83    62.50   58.00
+    label-skew-3     91.17    86.67    91.17    86.94    91.17   86.39
+
+A meta step reads two minibatches (three for hf), so with the same local epochs
+Per-FedAvg takes half the updates of FedAvg (a third for hf): on feature skew it
+matches FedAvg with one local epoch (64.8%), and with 4 local epochs it reaches
+FedAvg's 2-epoch accuracy (79.0 vs 79.7%). The tables compare every algorithm at
+the same local epochs, as the CLoVE paper does.
 """
 from __future__ import annotations
 
@@ -37,7 +47,7 @@ VARIANTS = {"fo": "none", "hf": "finite-difference"}
 
 @dataclass(frozen=True)
 class PerFedAvgOptions(AlgorithmOptions):
-    alpha: float = setting(0.05, Interval(0, low_open=True), label="Inner step (alpha)", step=0.01,
+    alpha: float = setting(0.01, Interval(0, low_open=True), label="Inner step (alpha)", step=0.01,
                            help="the personalisation step size: w' = w - alpha * grad f(w)")
     variant: str = setting("fo", Choice(tuple(VARIANTS)), label="Variant",
                            help="fo: first-order MAML step; hf: Hessian-free (finite-difference Hessian-vector product)")
