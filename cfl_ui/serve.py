@@ -18,7 +18,7 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 
 
 # what the first page view imports: torch and scikit-learn (through the core), plotly
-PRELOAD = ("cfl_core.algorithms", "cfl_core.experiment", "cfl_ui.figures", "cfl_ui.run_view")
+PRELOAD = ("cfl_core.algorithms", "cfl_core.experiment", "cfl_ui.figures", "cfl_ui.live_view")
 
 
 def preload() -> float:

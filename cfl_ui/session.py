@@ -1,4 +1,5 @@
-"""The Streamlit side of the job manager: one manager per server process, an owner per browser.
+"""The Streamlit side of the job manager: one manager per server process, an owner per browser, the runs it may
+see.
 
 Isolation: every job records the owner hash of the browser that started it.
 Pages find a job only by its id (from this session's own list or from the URL
@@ -17,8 +18,9 @@ from itertools import cycle
 
 import streamlit as st
 
-from .jobs import JobManager, JobSnapshot
+from .manager import JobManager
 from .paths import parse_ref, runs_dir
+from .snapshots import LIVE, JobSnapshot
 
 OWNER_KEY = "cfl.owner"
 KNOWN_KEY = "cfl.known"  # job ids this session may open (its own, and those it opened by link)
@@ -88,6 +90,22 @@ def snapshot(ref: str | None) -> JobSnapshot | None:
 def may_control(snap: JobSnapshot) -> bool:
     """Live controls (pause, step, stop) for the owner and for whoever holds the link."""
     return not snap.from_disk and (snap.owner == owner() or snap.id in known())
+
+
+def visible_runs() -> tuple[list, int]:
+    """The saved runs this browser sees, newest first (its own, the CLI's, and other browsers' it holds a
+    link to), and how many runs of other browsers stay hidden."""
+    from .store import list_rows
+
+    jobs = manager()
+    live = {j.id: j.status for j in jobs.jobs() if j.status in LIVE}
+    rows, hidden = list_rows(jobs.root, owner(), live)
+    if hidden:
+        everyone, _ = list_rows(jobs.root, None, live)
+        mine = {r.ref for r in rows}
+        rows += [r for r in everyone if r.job in known() and r.ref not in mine]
+        rows.sort(key=lambda r: (r.created, r.ref), reverse=True)
+    return rows, hidden
 
 
 def shared_config() -> dict | None:

@@ -1,114 +1,74 @@
 """IFCA initialisation: IFCA vs CLoVE over many seeds and the three init modes; results fill in as they finish."""
 import streamlit as st
 
-from cfl_core.algorithms import ALGORITHMS
-from cfl_core.config import INIT_MODES, ExperimentConfig
-from cfl_core.errors import ConfigError
+from cfl_core.config import INIT_MODES
 from cfl_ui import controls as C
-from cfl_ui import figures as F
+from cfl_ui import ifca_view
+from cfl_ui import job_specs as J
 from cfl_ui import params as Q
-from cfl_ui import run_view as V
 from cfl_ui import session as S
-from cfl_ui.jobpage import BatchPage
-from cfl_ui.jobs import SEQUENTIAL, UnitSpec
-from cfl_ui.palette import algorithm_color
+from cfl_ui import urls as U
+from cfl_ui.controller import JobController
+from cfl_ui.live_view import live_fragment
+from cfl_ui.panel import Panel
+from cfl_ui.preset_picker import preset_picker
 from cfl_ui.presets import SIGNATURE_PRESET, preset_config
+from cfl_ui.snapshots import SEQUENTIAL
 from cfl_ui.theme import page_header
 
 P = "ifc"
 ALGOS_KEY, MODES_KEY, SEEDS_KEY = f"{P}.algos", f"{P}.modes", f"{P}.seeds"
-INIT_ALGOS = [a for a, cls in ALGORITHMS.items() if cls.uses_init_mode]
-DEFAULT_ALGOS = [a for a in ("ifca", "clove") if a in INIT_ALGOS]
-MAX_SEEDS = 50
-SUCCESS = 0.9999  # final ARI = 1
+DEFAULT_ALGOS = [a for a in ("ifca", "clove") if a in J.INIT_ALGOS]
 
 
 def chosen_algos() -> list:
-    return [a for a in st.session_state.get(ALGOS_KEY, []) if a in INIT_ALGOS]
+    return [a for a in st.session_state.get(ALGOS_KEY, []) if a in J.INIT_ALGOS]
 
 
 def chosen_modes() -> list:
     return [m for m in st.session_state.get(MODES_KEY, []) if m in INIT_MODES]
 
 
-def build_configs(values: dict) -> list:
-    algos, modes = chosen_algos(), chosen_modes()
-    seeds = st.session_state.get(SEEDS_KEY)
-    if not algos:
-        raise ConfigError("algorithms", "(none)", f"at least one of {INIT_ALGOS}")
-    if not modes:
-        raise ConfigError("modes", "(none)", f"at least one of {list(INIT_MODES)}")
-    if not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
-        raise ConfigError("seeds", seeds, f"a number of seeds in [1, {MAX_SEEDS}]")
-    base = ExperimentConfig.from_dict({**values, "algorithm": algos[0], "options": {}})
-    if base.models is None:
-        base = base.replace(models=base.clusters)
-    configs = []
-    for seed in range(base.seed, base.seed + seeds):
-        for mode in modes:
-            for algo in algos:
-                configs.append(base.replace(seed=seed, init=mode, algorithm=algo))
-    checked = set()
-    for cfg in configs:  # every (algorithm, mode) once, and every seed's partition once
-        for k in ((cfg.algorithm, cfg.init), ("seed", cfg.seed)):
-            if k not in checked:
-                checked.add(k)
-                cfg.validate()
-    return configs
-
-
-def build_units(values: dict):
-    configs = build_configs(values)
-    units = [UnitSpec(f"s{c.seed}-{c.init}-{c.algorithm}", c, f"{C.algorithm_label(c.algorithm)} · {c.init} · seed {c.seed}",
-                      {"seed": c.seed, "init": c.init, "algorithm": c.algorithm}) for c in configs]
-    n_seeds = len({c.seed for c in configs})
-    return units, f"IFCA init {n_seeds} seeds"
-
-
-def page_default() -> dict:
-    return {**preset_config(SIGNATURE_PRESET), "rounds": 10}
-
-
 def load_run_config(ref):
+    """A link to a job: its algorithms, modes and seeds into the page's controls, its first run's config."""
     snap = S.snapshot(ref)
     if snap is None or not snap.units:
         return None
     st.session_state[ALGOS_KEY] = sorted({u.tags.get("algorithm", u.algorithm) for u in snap.units},
-                                         key=lambda a: INIT_ALGOS.index(a) if a in INIT_ALGOS else 99)
+                                         key=lambda a: J.INIT_ALGOS.index(a) if a in J.INIT_ALGOS else 99)
     st.session_state[MODES_KEY] = [m for m in INIT_MODES if m in {u.tags.get("init") for u in snap.units}]
     seeds = sorted({u.tags.get("seed", 0) for u in snap.units})
     st.session_state[SEEDS_KEY] = len(seeds)
     return {**snap.units[0].config, "seed": seeds[0] if seeds else 0}
 
 
-page = BatchPage(P, "ifca-init", build_units, SEQUENTIAL, parallel=False)
-panel = C.Panel(P)
-extra = C.sync_from_url(P, load_run_config=load_run_config, page_default=page_default())
+ctl = JobController(P, "ifca-init", lambda values: J.init_configs(values, chosen_algos(), chosen_modes(),
+                                                                   st.session_state.get(SEEDS_KEY)),
+                    J.init_units, schedule=SEQUENTIAL, parallel=False)
+panel = Panel(P)
+extra = U.sync_from_url(P, load_run_config=load_run_config,
+                        page_default={**preset_config(SIGNATURE_PRESET), "rounds": 10})
 if extra is not None:
     if extra.get("algos"):
-        st.session_state[ALGOS_KEY] = [a for a in Q.split_list(extra["algos"]) if a in INIT_ALGOS]
+        st.session_state[ALGOS_KEY] = [a for a in Q.split_list(extra["algos"]) if a in J.INIT_ALGOS]
     if extra.get("modes"):
         st.session_state[MODES_KEY] = [m for m in Q.split_list(extra["modes"]) if m in INIT_MODES]
     if extra.get("seeds"):
         try:
             st.session_state[SEEDS_KEY] = int(extra["seeds"])
         except ValueError:
-            pass
-page.attach_from_url(extra)
+            pass  # not a number: the page keeps its seeds
+ctl.attach(extra)
 st.session_state.setdefault(ALGOS_KEY, list(DEFAULT_ALGOS))
 st.session_state.setdefault(MODES_KEY, list(INIT_MODES))
 st.session_state.setdefault(SEEDS_KEY, 10)
 
 with st.sidebar:
-    C.preset_picker(panel)
+    preset_picker(panel)
     st.markdown("### Setting")
     panel.data_controls(st.sidebar)
-    c1, c2 = st.columns(2)
-    panel.widget("models", c1, help="K-hat: the models IFCA and CLoVE keep.")
-    panel.widget("rounds", c2)
-    c1, c2 = st.columns(2)
-    panel.widget("local_epochs", c1)
-    panel.widget("lr", c2)
+    panel.pair("models", "rounds", st.sidebar, models={"help": "K-hat: the models IFCA and CLoVE keep."})
+    panel.pair("local_epochs", "lr", st.sidebar)
     st.markdown("### Seeds and initialisations")
     c1, c2 = st.columns(2)
     c1.number_input("Seeds", key=SEEDS_KEY, step=1, format="%d",
@@ -119,131 +79,37 @@ with st.sidebar:
                    help="same: one random model copied K times; different: K independent models; "
                         "restarts: redraw until every model wins some clients at round 0.")
     panel.slots["modes"] = st.empty()
-    st.multiselect("Algorithms", INIT_ALGOS, key=ALGOS_KEY, format_func=C.algorithm_label,
+    st.multiselect("Algorithms", J.INIT_ALGOS, key=ALGOS_KEY, format_func=C.algorithm_label,
                    help="Algorithms that use the init modes (from the registry).")
     panel.slots["algorithm"] = st.empty()
     panel.widget("device", st.sidebar)
     panel.advanced_controls(st.sidebar, dynamics=False)
     panel.general_slot(st.sidebar)
 
-verdict = C.validate(panel, build_configs, parallel=False)
+verdict = ctl.validate(panel)
 with st.sidebar:
     st.markdown("### Run")
-    page.buttons(verdict, run_label="Run")
+    ctl.buttons(verdict)
 
 page_header("IFCA initialisation",
             "IFCA gives each client the model with the lowest loss. Start every model from the <b>same</b> weights "
             "and all losses tie: every client picks model 0 and the clusters are never found. CLoVE clusters the "
             "loss <i>vectors</i> instead. Here both run over many seeds and the three init modes.")
-for note in C.url_notes(P):
-    st.warning(note, icon=":material/link:")
-page.flash()
+U.show_url_notes(P)
+ctl.flash()
 
-
-def rows_of(snap) -> list:
-    rows = []
-    for u in snap.units:
-        s = u.summary or {}
-        last = u.records[-1] if u.records else None
-        done = u.status in ("finished", "stopped", "failed", "interrupted")
-        rows.append({
-            "seed": u.tags.get("seed"), "init": u.tags.get("init"), "algorithm": u.tags.get("algorithm", u.algorithm),
-            "final_ari": (s.get("final_ari") if s else (last.ari if last else None)) if done else None,
-            "final_accuracy": (s.get("final_accuracy") if s else (last.accuracy if last else None)) if done else None,
-            "first_ari_0_9": s.get("first_round_ari_0_9") if s else None,
-            "status": u.status, "ref": u.ref,
-        })
-    return rows
-
-
-def render(snap):
-    units = list(snap.units)
-    counts = snap.unit_counts()
-    done = sum(counts.get(s, 0) for s in ("finished", "stopped", "failed", "interrupted"))
-    badge = V.STATUS_BADGE.get(snap.status, snap.status)
-    st.markdown(f"{badge} **{done} of {len(units)} runs done** · {units[0].config.get('dataset')} / "
-                f"{units[0].config.get('partition')}, {units[0].config.get('clusters')} clusters × "
-                f"{units[0].config.get('clients_per_cluster')} clients, {units[0].config.get('rounds')} rounds each · "
-                f"device **{snap.device or '—'}** · {snap.elapsed:.0f} s")
-    if snap.live:
-        st.progress(done / max(1, len(units)), text=f"{done}/{len(units)} runs")
-    if snap.status == "queued" and snap.queue_position:
-        st.info(f"Waiting in the queue: position {snap.queue_position}.", icon=":material/hourglass_top:")
-    if snap.error:
-        st.error(snap.error, icon=":material/error:")
-        if snap.traceback:
-            with st.expander("Details (traceback)"):
-                st.code(snap.traceback, language=None)
-    rows = rows_of(snap)
-    algos = list(dict.fromkeys(r["algorithm"] for r in rows))  # in the order they were chosen
-    modes = list(dict.fromkeys(r["init"] for r in rows))
-    labels = {a: C.algorithm_label(a) for a in algos}
-    colors = {a: algorithm_color(a, i) for i, a in enumerate(algos)}
-    # headline: success per algorithm and mode
-    cols = st.columns(len(algos) * len(modes))
-    i = 0
-    for a in algos:
-        for m in modes:
-            sel = [r for r in rows if r["algorithm"] == a and r["init"] == m and r["final_ari"] is not None]
-            wins = sum(1 for r in sel if r["final_ari"] >= SUCCESS)
-            cols[i].metric(f"{labels[a]} · {m}", f"{wins}/{len(sel)}" if sel else "—",
-                           help="Seeds whose final ARI is 1 (clusters recovered exactly) out of those finished.")
-            i += 1
-    finished = [r for r in rows if r["final_ari"] is not None]
-    if not finished:
-        st.info("The first results appear as soon as the first runs finish…", icon=":material/hourglass_top:")
-        return
-    key = (snap.id, len(finished))
-    c1, c2 = st.columns(2, gap="medium")
-    with c1:
-        st.markdown("**Success rate: final ARI = 1**")
-        st.plotly_chart(V.cached_figure(("ifc-succ", key), lambda: F.success_figure(finished, algos, modes, labels, colors)),
-                        key="ifc.success", width="stretch")
-        st.caption("Share of seeds where the algorithm ends with exactly the true clusters, per init mode; "
-                   "the labels count seeds. IFCA's bar at 'same' is the collapse.")
-    with c2:
-        st.markdown("**Spread of the final ARI over seeds**")
-        st.plotly_chart(V.cached_figure(("ifc-spread", key), lambda: F.spread_figure(finished, algos, modes, labels, colors)),
-                        key="ifc.spread", width="stretch")
-        st.caption("Each dot is one seed's final ARI (box = quartiles): a tight cluster at 1 is reliable recovery, "
-                   "dots at 0 are runs where one model took every client.")
-    st.markdown("**Every run** · open any one in the Playground with one click")
-    table = []
-    for r in sorted(rows, key=lambda r: (r["seed"], modes.index(r["init"]) if r["init"] in modes else 9,
-                                         algos.index(r["algorithm"]) if r["algorithm"] in algos else 9)):
-        table.append({"seed": r["seed"], "init": r["init"], "algorithm": labels.get(r["algorithm"], r["algorithm"]),
-                      "final ARI": r["final_ari"], "final accuracy": V.pct(r["final_accuracy"]),
-                      "ARI≥0.9 at round": V._round_text(r["first_ari_0_9"], r["status"]) if r["final_ari"] is not None
-                      else "", "status": r["status"],
-                      "open": V.app_url({"run": r["ref"]}) if r["status"] != "pending" else None})
-    st.dataframe(table, hide_index=True, width="stretch", height=min(420, 36 * (len(table) + 1)), column_config={
-        "final ARI": st.column_config.NumberColumn(format="%.3f"),
-        "final accuracy": st.column_config.NumberColumn(format=V.PERCENT),
-        "open": st.column_config.LinkColumn("open", display_text="in Playground ↗",
-                                            help="This seed's run with every Playground chart"),
-    })
-    csv = "seed,init,algorithm,final_ari,final_accuracy,first_round_ari_0_9,status,run\n" + "".join(
-        f"{r['seed']},{r['init']},{r['algorithm']},{'' if r['final_ari'] is None else r['final_ari']},"
-        f"{'' if r['final_accuracy'] is None else r['final_accuracy']},"
-        f"{'' if r['first_ari_0_9'] is None else r['first_ari_0_9']},{r['status']},{r['ref']}\n" for r in rows)
-    st.download_button("Results (CSV)", csv, "ifca-init.csv", "text/csv", key="ifc.dl_csv",
-                       icon=":material/download:")
-
-
-ref = page.ref()
-snap = S.snapshot(ref) if ref else None
-if ref and snap is None:
-    st.warning(f"Run `{ref}` was not found; its settings are loaded — press **Run** to reproduce it.",
+snap = ctl.snapshot()
+if ctl.ref and snap is None:
+    st.warning(f"Run `{ctl.ref}` was not found; its settings are loaded — press **Run** to reproduce it.",
                icon=":material/link:")
 if snap is not None:
-    V.live_fragment(ref, render, initial_status=snap.status)
+    live_fragment(ctl.ref, ifca_view.render, initial_status=snap.status)
 else:
     est = verdict.estimate.describe() if verdict.estimate is not None else "—"
-    n = len(verdict.configs)
-    st.info(f"Press **Run**: {n} runs ({st.session_state.get(SEEDS_KEY)} seeds × "
+    st.info(f"Press **Run**: {len(verdict.configs)} runs ({st.session_state.get(SEEDS_KEY)} seeds × "
             f"{len(chosen_modes())} init modes × {len(chosen_algos())} algorithms) in the background, results filling "
             f"in as each finishes. Estimate: {est}.", icon=":material/play_circle:")
 
-params = C.write_url(P, C.values(P), {"run": ref if snap is not None else None, "algos": chosen_algos(),
-                                      "modes": chosen_modes(), "seeds": st.session_state.get(SEEDS_KEY)})
-C.link_box(params, "The link holds every setting and the run.")
+params = U.write_url(P, C.values(P), {**ctl.link_extra(snap), "algos": chosen_algos(), "modes": chosen_modes(),
+                                      "seeds": st.session_state.get(SEEDS_KEY)})
+U.link_box(params, "The link holds every setting and the run.")

@@ -2,33 +2,37 @@
 import streamlit as st
 
 from cfl_core.algorithms import ALGORITHMS
-from cfl_core.compare import comparison_configs
-from cfl_core.config import ExperimentConfig
-from cfl_core.errors import ConfigError
 from cfl_ui import controls as C
-from cfl_ui import run_view as V
+from cfl_ui import job_specs as J
 from cfl_ui import session as S
-from cfl_ui.estimate import estimate
-from cfl_ui.jobs import LIVE, LOCKSTEP, PAUSED, UnitSpec
+from cfl_ui import urls as U
+from cfl_ui.controller import JobController
+from cfl_ui.live_view import live_view
+from cfl_ui.panel import Panel
 from cfl_ui.paths import parse_ref, runs_dir
+from cfl_ui.playground_view import ready
+from cfl_ui.preset_picker import preset_picker
+from cfl_ui.snapshots import ELSEWHERE, LOCKSTEP
 from cfl_ui.theme import page_header
 
 P = "pg"
 NONE = "—"
-RUN_KEY = f"{P}.run"
 VS_KEY = f"{P}.vs"
-FLASH_KEY = f"{P}.flash"
 
 
-# -- the configuration ---------------------------------------------------------------------
+def vs_choice() -> str | None:
+    """The algorithm side by side with the first one, None for none."""
+    value = st.session_state.get(VS_KEY, NONE)
+    return value if value in ALGORITHMS else None
+
+
 def run_config(ref):
     """The config of the run a link points at (when the link carries no config of its own)."""
     snap = S.snapshot(ref)
     if snap is None:
         return None
     parsed = parse_ref(ref)
-    unit = snap.unit(parsed[1]) if parsed else None
-    unit = unit or snap.units[0]
+    unit = (snap.unit(parsed[1]) if parsed else None) or snap.units[0]
     if parsed and parsed[1] is None and len(snap.units) == 2:
         st.session_state[VS_KEY] = snap.units[1].algorithm
     elif parsed and parsed[1] is not None:
@@ -36,119 +40,26 @@ def run_config(ref):
     return dict(unit.config)
 
 
-def vs_choice() -> str:
-    value = st.session_state.get(VS_KEY, NONE)
-    return value if value in ALGORITHMS else NONE
-
-
-def build(values: dict) -> list:
-    """The validated configs of this page: the algorithm, and the one beside it if any."""
-    cfg = ExperimentConfig.from_dict(values)
-    cfg.validate()
-    vs = vs_choice()
-    if vs == NONE:
-        return [cfg]
-    if vs == cfg.algorithm:
-        raise ConfigError("vs", vs, "a different algorithm from the first one (or — for none)")
-    return [cfg, comparison_configs(cfg, [cfg.algorithm, vs])[1]]
-
-
-def units_of(configs: list) -> list:
-    if len(configs) == 1:
-        return [UnitSpec("", configs[0], C.algorithm_label(configs[0].algorithm))]
-    return [UnitSpec(c.algorithm, c, C.algorithm_label(c.algorithm)) for c in configs]
-
-
-# -- controls (callbacks run before the page is drawn, so buttons show the new state) ---------
-def attached_job():
-    ref = st.session_state.get(RUN_KEY)
-    parsed = parse_ref(ref) if ref else None
-    if not parsed:
-        return None
-    job = S.manager().get(parsed[0])
-    if job is None:
-        return None
-    snap = job.snapshot()
-    return job if S.may_control(snap) else None
-
-
-def _submit(start: str) -> None:
-    try:
-        configs = build(C.values(P))
-    except (ConfigError, TypeError, ValueError) as exc:
-        st.session_state[FLASH_KEY] = str(exc)
-        return
-    est = estimate(configs, parallel=True)
-    if not est.ok:
-        st.session_state[FLASH_KEY] = est.message()
-        return
-    old = attached_job()
-    if old is not None and old.status in LIVE:
-        old.stop()  # new settings replace the paused run (its finished rounds stay on disk)
-    label = " vs ".join(C.algorithm_label(c.algorithm) for c in configs)
-    job = S.manager().submit(units_of(configs), kind="playground", title=label, owner=S.owner(),
-                             schedule=LOCKSTEP, start=start)
-    S.remember(job.id)
-    st.session_state[RUN_KEY] = job.id
-
-
-def _same_settings(job) -> bool:
-    try:
-        configs = build(C.values(P))
-    except (ConfigError, TypeError, ValueError):
-        return False
-    return [u.config for u in job.snapshot().units] == [c.to_dict() for c in configs]
-
-
-def on_run() -> None:
-    job = attached_job()
-    if job is not None and job.status == PAUSED and _same_settings(job):
-        job.run()
-    else:
-        _submit("run")
-
-
-def on_pause() -> None:
-    job = attached_job()
-    if job is not None:
-        job.pause()
-
-
-def on_step() -> None:
-    job = attached_job()
-    if job is not None and job.status == PAUSED and _same_settings(job):
-        job.step()
-    else:
-        _submit("step")
-
-
-def on_stop() -> None:
-    job = attached_job()
-    if job is not None:
-        job.stop()
+ctl = JobController(P, "playground", lambda values: J.playground_configs(values, vs_choice()), J.playground_units,
+                    schedule=LOCKSTEP, parallel=True, with_step=True, restart_on_change=True,
+                    run_help="Train every round to the end (in the background: the page stays usable).",
+                    stop_help="Stop: finished rounds stay saved.")
 
 
 def on_preset(preset) -> None:
     st.session_state[VS_KEY] = preset.vs or NONE
-    job = attached_job()
-    if job is None or job.status not in LIVE:
-        st.session_state[RUN_KEY] = None  # a fresh setting: leave the finished run (it stays in Runs)
+    ctl.release()  # a fresh setting: leave the ended run (it stays in Runs)
 
 
-# -- page -------------------------------------------------------------------------------------
-panel = C.Panel(P)
-extra = C.sync_from_url(P, load_run_config=run_config)
-if extra is not None:
-    if "vs" in extra:
-        st.session_state[VS_KEY] = extra["vs"] if extra["vs"] in ALGORITHMS else NONE
-    if extra.get("run"):
-        st.session_state[RUN_KEY] = extra["run"]
-        S.remember(extra["run"])
-if VS_KEY not in st.session_state:
-    st.session_state[VS_KEY] = NONE
+panel = Panel(P)
+extra = U.sync_from_url(P, load_run_config=run_config)
+if extra is not None and "vs" in extra:
+    st.session_state[VS_KEY] = extra["vs"] if extra["vs"] in ALGORITHMS else NONE
+ctl.attach(extra)
+st.session_state.setdefault(VS_KEY, NONE)
 
 with st.sidebar:
-    C.preset_picker(panel, on_apply=on_preset)
+    preset_picker(panel, on_apply=on_preset)
     st.markdown("### Data")
     panel.data_controls(st.sidebar)
     st.markdown("### Algorithm")
@@ -162,87 +73,37 @@ with st.sidebar:
                  help="A second algorithm on the identical clients from the identical initial models, "
                       "trained round for round beside the first.")
     panel.slots["vs"] = st.empty()
-    panel.model_controls(st.sidebar, algorithms=[algo] + ([vs_choice()] if vs_choice() != NONE else []))
+    panel.model_controls(st.sidebar, algorithms=[algo] + ([vs_choice()] if vs_choice() else []))
     panel.option_controls(algo, st.sidebar)
     st.markdown("### Training")
     panel.training_controls(st.sidebar)
     panel.advanced_controls(st.sidebar)
     panel.general_slot(st.sidebar)
 
-verdict = C.validate(panel, build, parallel=True)
-ref = st.session_state.get(RUN_KEY)
-snap = S.snapshot(ref) if ref else None
-job = attached_job()
-status = snap.status if snap else None
-controllable = job is not None
-running = controllable and status in ("queued", "running")
-paused = controllable and status == PAUSED
-
+verdict = ctl.validate(panel)
 with st.sidebar:
     st.markdown("### Run")
-    b1, b2, b3, b4 = st.columns([1.7, 1, 1, 1])
-    b1.button("Resume" if paused and job is not None and _same_settings(job) else "Run", key=f"{P}.run_btn",
-              type="primary", icon=":material/play_arrow:", on_click=on_run, width="stretch",
-              disabled=bool(verdict.blocked) or running,
-              help="Train every round to the end (in the background: the page stays usable).")
-    b2.button("", key=f"{P}.pause_btn", icon=":material/pause:", on_click=on_pause, disabled=not running,
-              help="Pause after the round in progress.", width="stretch")
-    b3.button("", key=f"{P}.step_btn", icon=":material/skip_next:", on_click=on_step,
-              disabled=running or (bool(verdict.blocked) and not paused), help="Run one round, then pause.",
-              width="stretch")
-    b4.button("", key=f"{P}.stop_btn", icon=":material/stop:", on_click=on_stop,
-              disabled=not (running or paused), help="Stop: finished rounds stay saved.", width="stretch")
-    C.verdict_note(verdict, st)
+    ctl.buttons(verdict)
 
 page_header("Playground",
             "Clients with a hidden cluster structure train together; watch how the algorithm groups them, round by "
             "round. Pick a preset, press <b>Run</b> (or <b>Step</b>), and explore the charts while it trains.")
-for note in C.url_notes(P):
-    st.warning(note, icon=":material/link:")
-flash = st.session_state.pop(FLASH_KEY, None)
-if flash:
-    st.error(flash, icon=":material/warning:")
+U.show_url_notes(P)
+ctl.flash()
 
-if ref and snap is None:
-    st.warning(f"Run `{ref}` was not found in `{runs_dir()}` (deleted, or saved on another machine). The settings "
-               "from the link are loaded: press **Run** to reproduce it — same seed, same data, same initial models.",
-               icon=":material/link:")
+snap = ctl.snapshot()
+if ctl.ref and snap is None:
+    st.warning(f"Run `{ctl.ref}` was not found in `{runs_dir()}` (deleted, or saved on another machine). The "
+               "settings from the link are loaded: press **Run** to reproduce it — same seed, same data, same initial "
+               "models.", icon=":material/link:")
 if snap is not None:
-    parsed = parse_ref(ref)
-    if snap.from_disk and snap.status not in ("running elsewhere",):
+    if snap.from_disk and snap.status != ELSEWHERE:
         st.caption("Opened from disk (read-only): this run is not running in this server. Press **Run** to run "
                    "the same settings again.")
-    V.live_view(ref, parsed[1] if parsed else None, f"{P}.view", initial_status=snap.status)
+    live_view(ctl.ref, ctl.unit_name, f"{P}.view", initial_status=snap.status)
 else:
-    values = C.values(P)
-    from cfl_core.partition import PARTITION_HELP
+    ready(C.values(P), vs_choice(), f"{P}.preview", blocked=bool(verdict.blocked))
 
-    k_hat = values.get("models")
-    vs = vs_choice()
-    who = C.algorithm_label(values.get("algorithm")) + (f" and {C.algorithm_label(vs)} side by side" if vs != NONE else "")
-    st.info(
-        f"**Ready.** {values.get('clusters')} × {values.get('clients_per_cluster')} clients on "
-        f"**{values.get('dataset')}** — *{values.get('partition')}*: {PARTITION_HELP.get(values.get('partition'), '')}. "
-        f"{who}" + (f" with {k_hat} models" if k_hat else "") + f", {values.get('rounds')} rounds. "
-        "Press **Run** in the sidebar.", icon=":material/play_circle:")
-    left, right = st.columns([3, 2], gap="large")
-    with left:
-        st.markdown("**The clients you are about to train**")
-        if not verdict.blocked and not V.partition_preview(values, f"{P}.preview"):
-            st.caption("(no images for this data set; see the Partitions page for its clients)")
-    with right:
-        st.markdown("**What you will see**")
-        st.markdown("- **How the algorithm sees the clients:** every client as a point placed by its loss on each "
-                    "model; colour = its true cluster, symbol = the model it was given.\n"
-                    "- **Who trains which model:** clients by rounds; one solid colour per cluster block means the "
-                    "clusters were found, one colour everywhere is a collapse.\n"
-                    "- **Accuracy and ARI:** how good each client's model is, and how well the grouping matches the "
-                    "truth (ARI 1 = exact).\n\n"
-                    "Every chart has a camera button (PNG) in its toolbar; the link in the sidebar reproduces "
-                    "this exact run.")
-
-current = C.values(P)
-params = C.write_url(P, current, {"run": ref if snap is not None else None,
-                                  "vs": vs_choice() if vs_choice() != NONE else None})
-C.link_box(params, "The link holds every setting (and the run): opening it reproduces the same run. "
+params = U.write_url(P, C.values(P), {**ctl.link_extra(snap), "vs": vs_choice()})
+U.link_box(params, "The link holds every setting (and the run): opening it reproduces the same run. "
                    "Copy it with the button at the right of the box.")

@@ -11,6 +11,7 @@ from cfl_core.config import ExperimentConfig
 from cfl_core.errors import ConfigError
 from cfl_core.experiment import Experiment
 from cfl_ui import jobs as J
+from cfl_ui import manager as M
 from cfl_ui import snapshots as S
 from cfl_ui.paths import new_job_id, parse_ref, ref_folder
 from cfl_ui.store import delete_job, job_owner, list_rows, load_job, metrics_csv
@@ -30,7 +31,7 @@ def wait_for(predicate, timeout=60.0, every=0.02):
 
 @pytest.fixture
 def manager(tmp_path):
-    m = J.JobManager(tmp_path / "runs", max_running=2)
+    m = M.JobManager(tmp_path / "runs", max_running=2)
     yield m
     m.shutdown(10)
 
@@ -54,10 +55,10 @@ class FailingExperiment(Experiment):
 
 
 def test_single_job_runs_to_the_end_and_writes_its_folder(manager):
-    job = manager.submit([J.UnitSpec("", SMALL, "CLoVE")], kind="playground", owner="me")
+    job = manager.submit([S.UnitSpec("", SMALL, "CLoVE")], kind="playground", owner="me")
     assert job.join(120)
     snap = manager.snapshot(job.id)
-    assert snap.status == J.FINISHED and not snap.live
+    assert snap.status == S.FINISHED and not snap.live
     unit = snap.units[0]
     assert unit.rounds_done == 4 and unit.summary["status"] == "finished"
     assert [r.round for r in unit.records] == [0, 1, 2, 3]
@@ -71,38 +72,38 @@ def test_single_job_runs_to_the_end_and_writes_its_folder(manager):
 
 def test_invalid_config_is_refused_before_any_work(manager):
     with pytest.raises(ConfigError) as err:
-        manager.submit([J.UnitSpec("", SMALL.replace(samples_per_client=10**6))])
+        manager.submit([S.UnitSpec("", SMALL.replace(samples_per_client=10**6))])
     assert err.value.parameter == "samples_per_client"
     assert not list(manager.root.iterdir())
 
 
 def test_pause_step_run_and_stop(manager):
-    job = manager.submit([J.UnitSpec("", SMALL.replace(rounds=6))], start="step")
-    assert wait_for(lambda: job.status == J.PAUSED and manager.snapshot(job.id).rounds_done == 1)
+    job = manager.submit([S.UnitSpec("", SMALL.replace(rounds=6))], start="step")
+    assert wait_for(lambda: job.status == S.PAUSED and manager.snapshot(job.id).rounds_done == 1)
     job.step(2)
-    assert wait_for(lambda: job.status == J.PAUSED and manager.snapshot(job.id).rounds_done == 3)
+    assert wait_for(lambda: job.status == S.PAUSED and manager.snapshot(job.id).rounds_done == 3)
     time.sleep(0.2)
     assert manager.snapshot(job.id).rounds_done == 3  # paused means paused
     job.stop()
     assert job.join(30)
     snap = manager.snapshot(job.id)
-    assert snap.status == J.STOPPED and snap.units[0].summary["status"] == "stopped"
+    assert snap.status == S.STOPPED and snap.units[0].summary["status"] == "stopped"
     assert snap.units[0].summary["rounds_completed"] == 3
 
 
 def test_pause_then_resume_finishes(manager):
     SlowExperiment.gate = threading.Event()
-    m = J.JobManager(manager.root, max_running=1, experiment_factory=SlowExperiment)
+    m = M.JobManager(manager.root, max_running=1, experiment_factory=SlowExperiment)
     try:
-        job = m.submit([J.UnitSpec("", SMALL)])
-        assert wait_for(lambda: job.status == J.RUNNING)
+        job = m.submit([S.UnitSpec("", SMALL)])
+        assert wait_for(lambda: job.status == S.RUNNING)
         job.pause()
         SlowExperiment.gate.set()
-        assert wait_for(lambda: job.status == J.PAUSED)
+        assert wait_for(lambda: job.status == S.PAUSED)
         done = m.snapshot(job.id).rounds_done
         assert done < 4
         job.run()
-        assert job.join(60) and m.snapshot(job.id).status == J.FINISHED
+        assert job.join(60) and m.snapshot(job.id).status == S.FINISHED
     finally:
         SlowExperiment.gate.set()
         m.shutdown(10)
@@ -111,20 +112,20 @@ def test_pause_then_resume_finishes(manager):
 
 def test_queue_limits_concurrent_jobs_and_reports_positions(tmp_path):
     SlowExperiment.gate = threading.Event()
-    m = J.JobManager(tmp_path, max_running=1, experiment_factory=SlowExperiment)
+    m = M.JobManager(tmp_path, max_running=1, experiment_factory=SlowExperiment)
     try:
-        first = m.submit([J.UnitSpec("", SMALL)], job_id="job-a-0000")
-        assert wait_for(lambda: first.status == J.RUNNING)
-        second = m.submit([J.UnitSpec("", SMALL)], job_id="job-b-0000")
-        third = m.submit([J.UnitSpec("", SMALL)], job_id="job-c-0000")
+        first = m.submit([S.UnitSpec("", SMALL)], job_id="job-a-0000")
+        assert wait_for(lambda: first.status == S.RUNNING)
+        second = m.submit([S.UnitSpec("", SMALL)], job_id="job-b-0000")
+        third = m.submit([S.UnitSpec("", SMALL)], job_id="job-c-0000")
         assert wait_for(lambda: m.snapshot(third.id).queue_position == 2)
-        assert m.snapshot(second.id).status == J.QUEUED and m.snapshot(second.id).queue_position == 1
+        assert m.snapshot(second.id).status == S.QUEUED and m.snapshot(second.id).queue_position == 1
         assert m.scheduler.running == 1
         third.stop()  # a queued job can be stopped without ever running
-        assert third.join(10) and m.snapshot(third.id).status == J.STOPPED
+        assert third.join(10) and m.snapshot(third.id).status == S.STOPPED
         SlowExperiment.gate.set()
         assert first.join(60) and second.join(60)
-        assert m.snapshot(second.id).status == J.FINISHED
+        assert m.snapshot(second.id).status == S.FINISHED
         assert m.snapshot(third.id).units[0].records == ()
     finally:
         SlowExperiment.gate.set()
@@ -133,27 +134,27 @@ def test_queue_limits_concurrent_jobs_and_reports_positions(tmp_path):
 
 
 def test_worker_exception_becomes_a_readable_error_quickly(tmp_path):
-    m = J.JobManager(tmp_path, experiment_factory=FailingExperiment)
+    m = M.JobManager(tmp_path, experiment_factory=FailingExperiment)
     try:
-        job = m.submit([J.UnitSpec("", SMALL)])
+        job = m.submit([S.UnitSpec("", SMALL)])
         started = time.time()
-        assert wait_for(lambda: m.snapshot(job.id).status == J.FAILED, timeout=30)
+        assert wait_for(lambda: m.snapshot(job.id).status == S.FAILED, timeout=30)
         assert time.time() - started < 30
         snap = m.snapshot(job.id)
         assert snap.error == "RuntimeError: boom in round 1"
         assert "Traceback" in snap.traceback and "boom in round 1" in snap.traceback
         assert snap.units[0].rounds_done == 1  # the finished round is kept
         disk = load_job(m.root, job.id)  # and the error survives a restart
-        assert disk.status == J.FAILED and disk.error == "RuntimeError: boom in round 1"
+        assert disk.status == S.FAILED and disk.error == "RuntimeError: boom in round 1"
         assert disk.units[0].summary["status"] == "failed"
     finally:
         m.shutdown(10)
 
 
 def test_batch_lockstep_shares_one_federation_and_identical_initial_models(manager):
-    units = [J.UnitSpec("ifca", SMALL.replace(algorithm="ifca", init="same")),
-             J.UnitSpec("clove", SMALL.replace(init="same"))]
-    job = manager.submit(units, kind="compare", schedule=J.LOCKSTEP)
+    units = [S.UnitSpec("ifca", SMALL.replace(algorithm="ifca", init="same")),
+             S.UnitSpec("clove", SMALL.replace(init="same"))]
+    job = manager.submit(units, kind="compare", schedule=S.LOCKSTEP)
     assert job.join(120)
     snap = manager.snapshot(job.id)
     assert [u.ref for u in snap.units] == [f"{job.id}/ifca", f"{job.id}/clove"]
@@ -165,28 +166,28 @@ def test_batch_lockstep_shares_one_federation_and_identical_initial_models(manag
 
 
 def test_sequential_batch_fills_in_unit_by_unit(manager):
-    units = [J.UnitSpec(f"s{seed}", SMALL.replace(seed=seed, rounds=2), tags={"seed": seed}) for seed in range(3)]
-    job = manager.submit(units, kind="ifca-init", schedule=J.SEQUENTIAL)
+    units = [S.UnitSpec(f"s{seed}", SMALL.replace(seed=seed, rounds=2), tags={"seed": seed}) for seed in range(3)]
+    job = manager.submit(units, kind="ifca-init", schedule=S.SEQUENTIAL)
     assert job.join(120)
     snap = manager.snapshot(job.id)
     assert [u.tags["seed"] for u in snap.units] == [0, 1, 2]
-    assert all(u.status == J.FINISHED for u in snap.units)
+    assert all(u.status == S.FINISHED for u in snap.units)
     folder = manager.root / job.id
     for a, b in (("s0", "s1"), ("s1", "s2")):  # each unit started only after the previous one ended
         assert (folder / a / "summary.json").stat().st_mtime_ns <= (folder / b / "config.json").stat().st_mtime_ns
 
 
 def test_reattach_from_disk_after_the_process_forgets(manager, tmp_path):
-    job = manager.submit([J.UnitSpec("", SMALL)], owner="me")
+    job = manager.submit([S.UnitSpec("", SMALL)], owner="me")
     assert job.join(120)
-    other = J.JobManager(manager.root)  # a restarted server: nothing in memory
+    other = M.JobManager(manager.root)  # a restarted server: nothing in memory
     snap = other.snapshot(job.id)
-    assert snap.from_disk and snap.status == J.FINISHED
+    assert snap.from_disk and snap.status == S.FINISHED
     assert snap.units[0].rounds_done == 4 and snap.units[0].records[-1].round == 3
 
 
 def test_a_run_whose_process_died_reopens_read_only_as_interrupted(manager):
-    job = manager.submit([J.UnitSpec("", SMALL)], owner="me")
+    job = manager.submit([S.UnitSpec("", SMALL)], owner="me")
     assert job.join(120)
     folder = manager.root / job.id
     (folder / "summary.json").unlink()  # as if the process died before the end
@@ -197,14 +198,14 @@ def test_a_run_whose_process_died_reopens_read_only_as_interrupted(manager):
 
     old = time.time() - 3600
     os.utime(folder / "rounds.jsonl", (old, old))
-    snap = J.JobManager(manager.root).snapshot(job.id)
+    snap = M.JobManager(manager.root).snapshot(job.id)
     assert snap.status == S.INTERRUPTED and snap.units[0].status == S.INTERRUPTED
     assert snap.units[0].rounds_done == 4 and not snap.live
 
 
 def test_isolation_owner_filter_and_cli_runs(manager):
-    mine = manager.submit([J.UnitSpec("", SMALL)], owner="alice")
-    theirs = manager.submit([J.UnitSpec("", SMALL)], owner="bob")
+    mine = manager.submit([S.UnitSpec("", SMALL)], owner="alice")
+    theirs = manager.submit([S.UnitSpec("", SMALL)], owner="bob")
     assert mine.join(120) and theirs.join(120)
     exp = Experiment(SMALL, out_dir=manager.root / "cli-run")  # started elsewhere: nobody's
     exp.run()
@@ -233,7 +234,7 @@ def test_run_ids_are_unguessable_and_references_never_escape(tmp_path):
 
 
 def test_delete_and_metrics_csv(manager):
-    job = manager.submit([J.UnitSpec("", SMALL)])
+    job = manager.submit([S.UnitSpec("", SMALL)])
     assert job.join(120)
     snap = manager.snapshot(job.id)
     csv = metrics_csv(snap.units[0].records)

@@ -222,7 +222,8 @@ def test_worker_error_is_shown_with_details(runs):
 
 
 def test_link_reattaches_in_another_session_and_old_runs_reopen_from_disk(runs):
-    from cfl_ui.jobs import JobManager, UnitSpec
+    from cfl_ui.manager import JobManager
+    from cfl_ui.snapshots import UnitSpec
 
     other = JobManager(runs, switch_interval=None)  # a run made by another server process
     job = other.submit([UnitSpec("", ExperimentConfig(**SMALL, models=2))], owner="someone-else")
@@ -312,7 +313,8 @@ def test_runs_page_lists_reopens_exports_and_deletes(runs):
     at = ok(app("pages/runs.py"))
     assert any("No saved runs yet" in i.value for i in at.info)
     Experiment(ExperimentConfig(**SMALL, models=2), out_dir=runs / "cli-run").run()  # a CLI run: everyone's
-    from cfl_ui.jobs import JobManager, UnitSpec
+    from cfl_ui.manager import JobManager
+    from cfl_ui.snapshots import UnitSpec
 
     other = JobManager(runs, switch_interval=None)
     hidden = other.submit([UnitSpec("", ExperimentConfig(**SMALL, models=2))], owner="another-browser")

@@ -15,7 +15,7 @@ from cfl_core.compare import compare_table, run_comparison
 from cfl_core.config import ExperimentConfig
 from cfl_core.experiment import Experiment
 from cfl_ui import snapshots as S
-from cfl_ui.jobs import JobManager
+from cfl_ui.manager import JobManager
 from cfl_ui.paths import parse_ref, ref_folder
 from cfl_ui.store import delete_job, job_owner, list_rows, load_job
 

@@ -1,0 +1,89 @@
+"""The Compare page's results: the status bar, the results table, the overlaid curves, one heatmap per algorithm,
+the CSVs."""
+from __future__ import annotations
+
+import streamlit as st
+
+from . import figures as F
+from .charts import chart, unit_key
+from .live_view import status_bar
+from .run_charts import series_of
+from .snapshots import FAILED
+from .tables import PERCENT, pct, rounds_csv, summary_rows, table_csv
+from .urls import app_url
+
+
+def results_table(units) -> None:
+    rows = summary_rows(units)
+    for row, u in zip(rows, units):
+        row["open"] = app_url({"run": u.ref})
+    shown = [{**row, "final accuracy": pct(row["final accuracy"]), "best accuracy": pct(row["best accuracy"])}
+             for row in rows]
+    st.dataframe(shown, hide_index=True, width="stretch", column_config={
+        "final accuracy": st.column_config.ProgressColumn("final accuracy", format=PERCENT, min_value=0,
+                                                          max_value=100),
+        "best accuracy": st.column_config.NumberColumn("best accuracy", format=PERCENT),
+        "final ARI": st.column_config.NumberColumn("final ARI", format="%.3f"),
+        "open": st.column_config.LinkColumn("open", display_text="in Playground ↗",
+                                            help="This algorithm's run with every Playground chart"),
+    })
+    st.caption("Final/best accuracy over the rounds, final ARI against the true clusters, the first round reaching "
+               "ARI 0.9, traffic and training time; rows fill in as the rounds run.")
+
+
+def curves(units) -> None:
+    series = series_of(units)
+    key = tuple(unit_key(u) for u in units)
+    c1, c2 = st.columns(2, gap="medium")
+    with c1:
+        metric = "accuracy" if F.has_metric(series, "accuracy") else "loss"
+        chart(lambda: F.metric_figure(series, [metric], height=340, log_y=metric == "loss"), "cmp.acc",
+              cache=("cmp-acc", key),
+              title="**Accuracy over rounds**" if metric == "accuracy" else "**Test loss over rounds**",
+              caption="Mean test accuracy of the clients on their own model: the oracle (true clusters) is the "
+                      "ceiling, FedAvg's single model the floor under cluster structure.")
+    with c2:
+        chart(lambda: F.metric_figure(series, ["ari"], height=340, target=0.9), "cmp.ari", cache=("cmp-ari", key),
+              title="**Clusters found (ARI) over rounds**",
+              caption="How well each algorithm's grouping matches the true clusters (1 = exact); FedAvg keeps "
+                      "everyone together (ARI 0) and the oracle is right by construction.")
+    c3, c4 = st.columns(2, gap="medium")
+    with c3:
+        chart(lambda: F.metric_figure(series, ["mb"], height=300), "cmp.mb", cache=("cmp-mb", key),
+              title="**Traffic**",
+              caption="Megabytes sent so far (models down and up, plus loss vectors): the price of looking at every "
+                      "model each round, and CLoVE's saving once its assignment freezes.")
+    with c4:
+        chart(lambda: F.metric_figure(series, ["loss"], height=300), "cmp.loss", cache=("cmp-loss", key),
+              title="**Test loss**", caption="Mean test loss of the clients on their own model: lower is better.")
+
+
+def heatmaps(units) -> None:
+    st.markdown("#### Who trains which model, per algorithm")
+    cols = st.columns(min(3, len(units)), gap="medium")
+    for i, u in enumerate(units):
+        with cols[i % len(cols)]:
+            st.markdown(f"**{u.label}**")
+            if u.records:
+                chart(lambda u=u: F.assignment_heatmap(u.records), f"cmp.heat.{u.name}", cache=("heat", *unit_key(u)))
+    st.caption("Each row a client (grouped by true cluster), each column a round, coloured by its model: one colour "
+               "per cluster block is a recovered structure, one colour everywhere a single global model.")
+
+
+def render(snap) -> None:
+    """Everything Compare shows of a comparison job (redrawn live by cfl_ui.live_view.live_fragment)."""
+    units = list(snap.units)
+    status_bar(snap, units)
+    if not any(u.records for u in units):
+        if snap.status != FAILED:
+            st.info("Preparing the shared clients and models…", icon=":material/hourglass_top:")
+        return
+    st.markdown("#### Results")
+    results_table(units)
+    curves(units)
+    heatmaps(units)
+    d1, d2, _ = st.columns([1, 1, 2])
+    d1.download_button("Results table (CSV)", table_csv(units), "compare.csv", "text/csv", key="cmp.dl_csv",
+                       icon=":material/download:", width="stretch")
+    d2.download_button("Per-round metrics (CSV)", rounds_csv(units), "compare-rounds.csv", "text/csv",
+                       key="cmp.dl_rounds", icon=":material/download:", width="stretch")

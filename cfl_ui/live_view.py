@@ -1,0 +1,161 @@
+"""The live view of a job: its status bar, every chart of its runs, redrawn about once a second while it trains.
+
+`live_fragment` polls a job's snapshot in an `st.fragment` and hands it to a
+page's render function; `live_view` is the Playground's (and the Runs page's)
+render: the status bar and `render_units`, one run or two side by side.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from . import run_charts as R
+from .snapshots import ELSEWHERE, FAILED, FINISHED, INTERRUPTED, PAUSED, QUEUED, RUNNING, STOPPED, TERMINAL
+
+POLL_SECONDS = 1.0
+POLLING = (QUEUED, RUNNING, ELSEWHERE)
+STATUS_BADGE = {QUEUED: ":orange-badge[:material/hourglass_top: queued]",
+                RUNNING: ":blue-badge[:material/autorenew: running]",
+                PAUSED: ":gray-badge[:material/pause: paused]",
+                FINISHED: ":green-badge[:material/check_circle: finished]",
+                STOPPED: ":gray-badge[:material/stop_circle: stopped]",
+                FAILED: ":red-badge[:material/error: failed]",
+                INTERRUPTED: ":orange-badge[:material/warning: interrupted]",
+                ELSEWHERE: ":blue-badge[:material/autorenew: running elsewhere]"}
+
+
+def _setting(cfg: dict) -> str:
+    return (f"{cfg.get('dataset')} / {cfg.get('partition')}, {cfg.get('clusters')} clusters × "
+            f"{cfg.get('clients_per_cluster')} clients")
+
+
+def status_bar(snap, units, *, count_runs: bool = False) -> None:
+    """The job's status line, progress, queue position and error.
+
+    count_runs: progress in finished runs (a batch whose results fill in run by run), not in rounds."""
+    badge = STATUS_BADGE.get(snap.status, snap.status)
+    device = snap.device or "—"
+    cfg = units[0].config
+    if count_runs:
+        done, total, what = sum(1 for u in units if u.status in TERMINAL), len(units), "runs"
+        line = (f"{badge} **{done} of {total} runs done** · {_setting(cfg)}, {cfg.get('rounds')} rounds each · "
+                f"device **{device}** · {snap.elapsed:.0f} s")
+    else:
+        done, total, what = sum(u.rounds_done for u in units), sum(u.total_rounds for u in units) or 1, "rounds"
+        names = " vs ".join(u.label for u in units)
+        line = f"{badge} **{names}** · {min(done, total)} of {total} rounds · {_setting(cfg)} · device **{device}**"
+        if snap.started:
+            line += f" · {snap.elapsed:.1f} s"
+    st.markdown(line)
+    if snap.status == INTERRUPTED:
+        st.warning("Interrupted: the server stopped before this run ended. Every finished round is shown "
+                   "(read-only); press Run to run the same settings again.", icon=":material/warning:")
+    if snap.status == QUEUED and snap.queue_position:
+        st.info(f"Waiting in the queue: position {snap.queue_position}. At most "
+                f"{_capacity()} jobs train at once on this server; yours starts when one ends.",
+                icon=":material/hourglass_top:")
+    if snap.live:
+        st.progress(min(1.0, done / max(1, total)), text=f"{done}/{total} {what}")
+    if snap.error:
+        # a batch's error already says how many of its runs failed
+        st.error(snap.error if count_runs else f"**The run failed:** {snap.error}", icon=":material/error:")
+        if snap.traceback:
+            with st.expander("Details (traceback)"):
+                st.code(snap.traceback, language=None)
+
+
+def _capacity() -> int:
+    from .session import manager
+
+    return manager().scheduler.capacity
+
+
+def render_units(snap, units, key: str, *, live: bool, exports: bool = True) -> None:
+    """Every Playground chart for one run, or two side by side."""
+    if not units:
+        return
+    if not any(u.records for u in units):
+        if snap.status != FAILED:
+            st.info("Preparing the data and the models; the first round appears in a moment…",
+                    icon=":material/hourglass_top:")
+        return
+    if len(units) == 1:
+        u = units[0]
+        R.headline(u)
+        left, right = st.columns([11, 9], gap="medium")
+        with left:
+            method = R.method_picker(units, f"{key}.method")
+            R.embedding_block(u, f"{key}.{u.ref}", method, live=live)
+        with right:
+            R.assignment_block(u, f"{key}.{u.ref}", with_area=False)
+        c1, c2, c3 = st.columns(3, gap="medium")
+        with c1:
+            R.area_block(u, f"{key}.{u.ref}")
+        R.curves_block(units, key, cols=(c2, c3))
+    else:
+        cols = st.columns(len(units), gap="large")
+        for col, u in zip(cols, units):
+            with col:
+                st.subheader(u.label)
+                R.headline(u, columns=3)
+        method = R.method_picker(units, f"{key}.method")
+        cols = st.columns(len(units), gap="large")
+        for col, u in zip(cols, units):
+            with col:
+                R.embedding_block(u, f"{key}.{u.ref}", method, height=430, live=live)
+        cols = st.columns(len(units), gap="large")
+        for col, u in zip(cols, units):
+            with col:
+                R.assignment_block(u, f"{key}.{u.ref}")
+        R.curves_block(units, key)
+    latest = [R.unit_extra_views(u, None) for u in units]
+    if any(latest):
+        st.markdown("#### What else the algorithm recorded")
+        per_round = any(v.per_round for views in latest for v in views)
+        rnd = R.round_picker(units, f"{key}.round", live) if per_round else None
+        for u, views in zip(units, latest):
+            if not views:
+                continue
+            if len(units) > 1:
+                st.markdown(f"**{u.label}**")
+            R.extras_block(u, f"{key}.{u.ref}", rnd)
+    if exports:
+        with st.expander("Export", expanded=False):
+            R.exports_block(units, key, snap)
+
+
+def live_fragment(ref: str, render, *, initial_status: str) -> None:
+    """Draw a job with `render(snapshot)`, again about once a second while it is queued or running.
+
+    When the status changes (or the first round arrives) the whole page reruns once: buttons
+    follow, and polling stops when the job has ended."""
+    from .session import snapshot
+
+    poll = initial_status in POLLING
+    first = snapshot(ref)
+    waiting = first is not None and first.rounds_done == 0
+
+    def body():
+        snap = snapshot(ref)
+        if snap is None:
+            st.warning("This run is gone (deleted?).")
+            return
+        render(snap)
+        if poll and (snap.status != initial_status or (waiting and snap.rounds_done > 0)):
+            st.rerun()
+
+    if poll:
+        # Poll twice as often until the first round is in, so the first plots show without delay.
+        st.fragment(body, run_every=POLL_SECONDS / 2 if waiting else POLL_SECONDS)()
+    else:
+        body()
+
+
+def live_view(ref: str, unit_name: str | None, key: str, *, initial_status: str, exports: bool = True) -> None:
+    """The Playground's status and charts of a job (one unit, or all of them side by side), kept live."""
+    def render(snap):
+        units = [snap.unit(unit_name)] if unit_name else list(snap.units)
+        units = [u for u in units if u is not None]
+        status_bar(snap, units)
+        render_units(snap, units, key, live=snap.live, exports=exports)
+
+    live_fragment(ref, render, initial_status=initial_status)

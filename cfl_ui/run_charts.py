@@ -1,0 +1,229 @@
+"""The chart blocks of a run: headline numbers, how the algorithm sees the clients, who trains which model, curves,
+extras, exports.
+
+Each block draws one part of the Playground's picture of a run (a UnitSnapshot)
+through the chart helper; the live view (cfl_ui.live_view) lays them out for
+one run or two side by side, and the Runs page reuses them for saved runs.
+"""
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from . import figures as F
+from .algorithm_views import embedding_views, extra_views
+from .charts import cached, chart, unit_key
+from .embedding import PCA, UMAP, loss_embedding
+from .palette import algorithm_color
+from .store import metrics_csv
+from .tables import rounds_csv
+
+CAPTIONS = {
+    "embed_raw2": "Each client sits at its loss on model 0 (x) and model 1 (y), coloured by true cluster with the "
+                  "symbol of its assigned model: groups that sit apart can be told apart, and on the dotted diagonal "
+                  "both models look the same to a client (press ▶ to replay the rounds).",
+    "embed_raw3": "Each client sits at its losses on the three models (drag to rotate), coloured by true cluster with "
+                  "the symbol of its assigned model: separate groups of colours mean the clusters are visible.",
+    "embed_pca": "Each client's loss vector (its loss on every model) projected to 2-D by one PCA fitted on all rounds, "
+                 "so the axes never move, coloured by true cluster with the symbol of its assigned model (press ▶ to "
+                 "replay the rounds).",
+    "embed_umap": "The same loss vectors laid out by UMAP, each round starting from the previous layout, where only "
+                  "the groups matter (distances are meaningful locally only).",
+    "heatmap": "Each row is a client (grouped by true cluster) and each column a round, coloured by the model it "
+               "trained: one colour per cluster block means the clusters were found, one colour everywhere is a "
+               "collapse.",
+    "area": "How many clients each model serves, round by round: a single band taking every client means the "
+            "other models never train (IFCA's collapse).",
+    "accuracy": "Mean test accuracy of the clients on the model they were given: finding the clusters is what lets "
+                "every client's model fit its own data.",
+    "loss": "Mean test loss of the clients on the model they were given (lower is better).",
+    "ari": "Agreement of the assignment with the true clusters (1 = found exactly, 0 = chance), solid for ARI and "
+           "dotted for NMI, with the 0.9 mark dashed.",
+}
+
+
+def _fmt_pct(v):
+    return "—" if v is None else f"{v:.1%}"
+
+
+def _first_ari(records, target=0.9):
+    return next((r.round for r in records if r.ari is not None and r.ari >= target), None)
+
+
+def headline(unit, where=None, *, columns: int = 6) -> None:
+    """Headline numbers of one run: accuracy, ARI, rounds to ARI >= 0.9, MB sent, device, time."""
+    where = where or st
+    recs = unit.records
+    last = recs[-1] if recs else None
+    prev = recs[-2] if len(recs) > 1 else None
+    if last is not None and last.accuracy is None:
+        acc_label, acc = "Test loss", (f"{last.loss:.4g}" if last.loss is not None else "—")
+        acc_delta = None if prev is None or prev.loss is None or last.loss is None else f"{last.loss - prev.loss:+.3g}"
+        delta_color = "inverse"
+    else:
+        acc_label, acc = "Accuracy", _fmt_pct(last.accuracy if last else None)
+        acc_delta = (None if prev is None or prev.accuracy is None or last.accuracy is None
+                     else f"{(last.accuracy - prev.accuracy) * 100:+.1f} pt")
+        delta_color = "normal"
+    first = _first_ari(recs)
+    ari = "—" if last is None or last.ari is None else f"{last.ari:.2f}"
+    mb = sum(r.bytes_down + r.bytes_up for r in recs) / 1e6
+    secs = sum(r.seconds or 0 for r in recs)
+    device = unit.meta.get("device") or "—"
+    items = [
+        (acc_label, acc, acc_delta, delta_color, "Test metric of the last round, each client on its own model."),
+        ("ARI", ari, None, "normal", "Adjusted Rand index of the assignment vs the true clusters (1 = exact)."),
+        ("ARI ≥ 0.9 at round", str(first) if first is not None else ("not yet" if unit.live else "never"), None,
+         "off", "The first round whose assignment reaches ARI 0.9 (rounds count from 0)."),
+        ("MB sent", f"{mb:.1f}", None, "normal", "Models and loss vectors sent down and up so far."),
+        ("Device", device, None, "normal", unit.meta.get("device_name") or None),
+        ("Train time", f"{secs:.1f} s", None, "normal", "Time spent in the rounds (training and evaluation)."),
+    ]
+    cols = where.columns(columns)
+    for i, (label, value, delta, color, help_) in enumerate(items):
+        cols[i % columns].metric(label, value, delta, delta_color=color, help=help_)
+
+
+def embedding_block(unit, key: str, method: str, active_round=None, height: int = 470, live: bool = False) -> None:
+    recs = unit.records
+    label = unit.label
+    has_loss = unit.meta.get("has_loss_vectors")
+    if has_loss is None:
+        from cfl_core.algorithms import ALGORITHMS
+
+        cls = ALGORITHMS.get(unit.algorithm)
+        has_loss = bool(cls and cls.has_loss_vectors)
+    if method == UMAP and recs:
+        with st.spinner("UMAP: laying out each round (its first use compiles, up to ~20 s)…"):
+            emb = loss_embedding(recs, method, cache_key=unit.ref)
+    else:
+        emb = loss_embedding(recs, method, cache_key=unit.ref) if recs else None
+    if emb is not None:
+        st.markdown(f"**How {label} sees the clients** · <span style='color:#888'>{emb.detail}</span>",
+                    unsafe_allow_html=True)
+        cap = {2: "embed_raw2", 3: "embed_raw3"}.get(emb.num_models if emb.method == "raw" else 0,
+                                                      "embed_umap" if emb.method == UMAP else "embed_pca")
+        if emb.method == "raw" and emb.num_models == 1:
+            cap = "embed_pca"
+        chart(lambda: F.embedding_figure(emb, active_round, height=height, animate=not live), f"{key}.emb",
+              cache=("emb", *unit_key(unit), method, active_round, height, not live), caption=CAPTIONS[cap])
+        return
+    if has_loss:
+        st.markdown(f"**How {label} sees the clients**")
+        st.info("No loss vectors yet: they appear from the first round in which the algorithm measures them "
+                "(CLoVE's round 0 assigns at random).", icon=":material/hourglass_top:")
+        return
+    views = embedding_views(unit.algorithm, recs, active_round, method if method != "raw" else PCA, unit.ref)
+    st.markdown(f"**How {label} sees the clients**")
+    if not views:
+        st.info(f"{label} does not compare clients by their losses, so there is no loss-vector embedding, and "
+                "its records hold no per-client features to draw instead.", icon=":material/info:")
+        return
+    for i, view in enumerate(views):
+        view_block(view, f"{key}.embv{i}")
+
+
+def view_block(view, key: str) -> None:
+    """One per-algorithm view (cfl_ui.algorithm_views): its title, figure, notes and caption."""
+    st.markdown(f"**{view.title}**")
+    if view.figure is not None:
+        chart(view.figure, key)
+    if view.markdown:
+        st.markdown(view.markdown)
+    st.caption(view.caption)
+
+
+def assignment_block(unit, key: str, with_area: bool = True) -> None:
+    chart(lambda: F.assignment_heatmap(unit.records), f"{key}.heat", cache=("heat", *unit_key(unit)),
+          title=f"**Who trains which model** · {unit.label}", caption=CAPTIONS["heatmap"])
+    if with_area:
+        area_block(unit, key)
+
+
+def area_block(unit, key: str) -> None:
+    chart(lambda: F.clients_per_model(unit.records), f"{key}.area", cache=("area", *unit_key(unit)),
+          title=f"**Clients per model** · {unit.label}", caption=CAPTIONS["area"])
+
+
+def series_of(units) -> list:
+    """Each run's records as one coloured line of the overlaid curves."""
+    return [F.Series(u.label, u.records, algorithm_color(u.algorithm, i)) for i, u in enumerate(units)]
+
+
+def curves_block(units, key: str, cols=None) -> None:
+    series = series_of(units)
+    ck = tuple(unit_key(u) for u in units)
+    c1, c2 = cols or st.columns(2)
+    with c1:
+        if F.has_metric(series, "accuracy"):
+            chart(lambda: F.metric_figure(series, ["accuracy"]), f"{key}.acc", cache=("acc", ck),
+                  title="**Accuracy over rounds**", caption=CAPTIONS["accuracy"])
+        else:
+            chart(lambda: F.metric_figure(series, ["loss"]), f"{key}.loss", cache=("loss", ck),
+                  title="**Test loss over rounds**", caption=CAPTIONS["loss"])
+    with c2:
+        chart(lambda: F.metric_figure(series, ["ari", "nmi"], target=0.9, y_title="agreement with true clusters"),
+              f"{key}.ari", cache=("ari", ck), title="**Clusters found (ARI) over rounds**", caption=CAPTIONS["ari"])
+
+
+def unit_extra_views(unit, round_index):
+    """The algorithm's own views of a run at a round (None: the latest), built once per round count."""
+    return cached(("extras", *unit_key(unit), round_index),
+                  lambda: extra_views(unit.algorithm, unit.records, round_index))
+
+
+def extras_block(unit, key: str, round_index) -> None:
+    views = unit_extra_views(unit, round_index)
+    if not views:
+        return
+    cols = st.columns(min(3, len(views)))
+    for i, view in enumerate(views):
+        with cols[i % len(cols)]:
+            view_block(view, f"{key}.x{i}")
+
+
+def exports_block(units, key: str, snap=None) -> None:
+    cols = st.columns(4)
+    dl = dict(icon=":material/download:", width="stretch")
+    if len(units) == 1:
+        u = units[0]
+        name = (u.ref or "run").replace("/", "_")
+        jsonl = "\n".join(r.to_json() for r in u.records) + ("\n" if u.records else "")
+        cols[0].download_button("Per-round metrics (CSV)", metrics_csv(u.records), f"{name}-rounds.csv",
+                                "text/csv", key=f"{key}.csv", **dl)
+        cols[1].download_button("Config (JSON)", json.dumps(u.config, indent=1, sort_keys=True),
+                                f"{name}-config.json", "application/json", key=f"{key}.json", **dl)
+        cols[2].download_button("Rounds (JSON lines)", jsonl, f"{name}-rounds.jsonl", "application/x-ndjson",
+                                key=f"{key}.jsonl", **dl)
+        if u.folder:
+            cols[3].caption(f"Run folder: `{u.folder}`")
+    else:
+        cols[0].download_button("Per-round metrics (CSV)", rounds_csv(units), "rounds.csv", "text/csv",
+                                key=f"{key}.csv", **dl)
+        cols[1].download_button("Configs (JSON)", json.dumps([u.config for u in units], indent=1, sort_keys=True),
+                                "configs.json", "application/json", key=f"{key}.json", **dl)
+        if snap is not None:
+            cols[2].caption(f"Job folder: `{snap.id}` (one sub-folder per algorithm)")
+
+
+def method_picker(units, key: str) -> str:
+    """PCA or UMAP, shown only when some run has more than 3 models' loss vectors."""
+    wide = any(r.loss_matrix is not None and len(r.loss_matrix) and len(r.loss_matrix[0]) > 3
+               for u in units for r in u.records[-3:])
+    if not wide:
+        return PCA
+    if key not in st.session_state:
+        st.session_state[key] = "PCA"
+    st.radio("Loss-vector embedding", ["PCA", "UMAP"], key=key, horizontal=True,
+             help="PCA: one fixed linear map for every round. UMAP: a non-linear layout per round "
+                  "(its first use in a server compiles, up to ~20 s on a small CPU).")
+    return UMAP if st.session_state[key] == "UMAP" else PCA
+
+
+def round_picker(units, key: str, live: bool):
+    """The round for per-round views (the latest while a run goes on)."""
+    rounds = sorted({r.round for u in units for r in u.records})
+    if live or len(rounds) < 2:
+        return rounds[-1] if rounds else None
+    return st.select_slider("Round for the per-round views", rounds, value=rounds[-1], key=key)

@@ -1,0 +1,52 @@
+"""Results as tables: one row per run (live or finished), percentages for table columns, and the CSV downloads."""
+from __future__ import annotations
+
+from .snapshots import ELSEWHERE, LIVE, PENDING
+from .store import metrics_csv
+
+PERCENT = "%.1f%%"  # table format for `pct` values: Streamlit's own "percent" drops trailing zeros (91% beside 90.17%)
+
+
+def pct(v):
+    """A 0-1 share as a percentage, for a table column formatted with PERCENT."""
+    return None if v is None else 100.0 * v
+
+
+def round_text(value, status) -> str:
+    """A "first round with ARI >= 0.9" cell: the round, "not yet" while the run goes on, else "never"."""
+    if value is not None:
+        return str(value)
+    return "never" if status not in LIVE and status not in (PENDING, ELSEWHERE) else "not yet"
+
+
+def summary_rows(units) -> list[dict]:
+    """One row per run: the comparison table's columns (cfl_core.compare's), live or finished."""
+    from cfl_core.records import summarize
+
+    rows = []
+    for u in units:
+        status = u.status
+        s = u.summary or summarize(u.algorithm, list(u.records), status)
+        rows.append({
+            "algorithm": u.label, "final accuracy": s.get("final_accuracy"), "best accuracy": s.get("best_accuracy"),
+            "final ARI": s.get("final_ari"),
+            "rounds to ARI≥0.9": round_text(s.get("first_round_ari_0_9"), u.status),
+            "MB sent": round((s.get("total_bytes") or 0) / 1e6, 2), "time (s)": round(s.get("total_seconds") or 0, 2),
+            "rounds": f"{u.rounds_done}/{u.total_rounds}", "status": status,
+        })
+    return rows
+
+
+def table_csv(units) -> str:
+    """The comparison table of these runs as CSV (cfl_core.compare's columns)."""
+    from cfl_core.compare import compare_table
+    from cfl_core.records import summarize
+
+    results = {u.name or u.algorithm: (u.summary or summarize(u.algorithm, list(u.records), u.status)) for u in units}
+    return compare_table(results)[1]
+
+
+def rounds_csv(units) -> str:
+    """Every round of several runs in one CSV, with an algorithm column (one header line)."""
+    return "".join(metrics_csv(u.records, {"algorithm": u.algorithm}).split("\n", 1)[1 if i else 0]
+                   for i, u in enumerate(units))
