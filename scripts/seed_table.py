@@ -62,9 +62,12 @@ def main(argv=None) -> int:
             firsts = [s["first_round_ari_0_9"] for s in summaries if s["first_round_ari_0_9"] is not None]
             first = f"{statistics.median(firsts):g} ({len(firsts)}/{len(summaries)} reach it)" if firsts else "never"
             perfect = sum(1 for s in summaries if s["final_ari"] is not None and s["final_ari"] > 1 - 1e-9)
+            ari, perfect = mean_std([s["final_ari"] for s in summaries], 1), f"{perfect}/{len(summaries)}"
+            if all(s["final_ari"] is None for s in summaries):
+                ari = perfect = first = "n/a"  # no clusters (personalised FL) or no true ones: not a score of 0
             lines.append(f"| {partition} | {name} | {mean_std([s['final_accuracy'] for s in summaries], 100)} | "
                          f"{mean_std([s['final_loss'] for s in summaries], 1, digits=4)} | "
-                         f"{mean_std([s['final_ari'] for s in summaries], 1)} | {perfect}/{len(summaries)} | {first} |")
+                         f"{ari} | {perfect} | {first} |")
     table = "\n".join(lines) + "\n"
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "table.md").write_text(table, encoding="utf-8")

@@ -35,3 +35,15 @@ def test_a_tiny_table_has_one_row_per_partition_and_algorithm(tmp_path):
     assert oracle[5] == "2/2"  # the oracle's assignment is the truth: ARI 1 in both seeds
     assert all(len(r.split(" | ")) == len(header.split(" | ")) for r in body)
     assert (out / "feature-skew" / "seed1").is_dir()  # every run kept in its folder
+
+
+def test_algorithms_without_clusters_show_ari_as_not_applicable(tmp_path):
+    seed_table = _load()
+    out = tmp_path / "table"
+    assert seed_table.main([
+        "--partitions", "concept-shift", "--algorithms", "fedproto,fedavg", "--seeds", "0", "--out", str(out),
+        "--clusters", "2", "--clients-per-cluster", "2", "--samples-per-client", "20", "--rounds", "2",
+    ]) == 0
+    rows = [line.split(" | ") for line in (out / "table.md").read_text().splitlines() if line.startswith("| c")]
+    assert rows[0][1] == "fedproto" and rows[0][4:7] == ["n/a", "n/a", "n/a |"]
+    assert rows[1][1] == "fedavg" and rows[1][4] == "0.00"  # one model for everyone: a score, and it is 0

@@ -35,8 +35,24 @@ Records: `angles` (the participants' proximity matrix at round 0, degrees),
 cluster). Traffic: p x d floats (x labels held, per class) up per client once,
 then FedAvg's per round.
 
-Defaults (p = 3, per_class true, measure principal, linkage weighted) measured
-on the bundled digits: see the README's data-distance table.
+Defaults p = 3 (the paper's), measure basis-pairs, per_class false and linkage
+average, measured with `python scripts/option_sweep.py --algorithm pacfl --grid
+measure=principal,basis-pairs --grid per_class=true,false --partitions
+feature-skew,concept-shift,label-skew-3 --seeds 0,1,2 --rounds 30` (digits, 4
+clusters x 5 clients, 60 samples; final ARI, mean over the seeds):
+
+    measure / per_class  principal, true  principal, false  basis-pairs, true  basis-pairs, false
+    feature-skew         0.46             1.00              1.00               1.00
+    concept-shift        0.07             -0.02             0.00               0.03
+    label-skew-3         0.01             0.28              0.12               0.51
+
+(one SVD per label stacks 30 directions of a 64-dimensional space: any two such
+subspaces nearly meet, so their smallest principal angle says little), then over
+p in {1, 3, 5} and linkage (basis-pairs, per_class false): p changes nothing (the
+first singular vectors decide the smallest angle) and on label-skew-3 average
+linkage gives ARI 0.63, weighted 0.51, complete 0.68 (within the seeds' spread;
+the paper's named linkage is kept). Concept shift stays at chance whatever the
+settings: that is the point.
 """
 from __future__ import annotations
 
@@ -58,10 +74,10 @@ LINKAGES = ("weighted", "average", "complete", "single")
 @dataclass(frozen=True)
 class PACFLOptions(AlgorithmOptions):
     p: int = setting(3, Interval(1), label="Singular vectors (p)", help="top left singular vectors each client sends")
-    per_class: bool = setting(True, label="One SVD per label", help="an SVD per label the client holds (authors' code)")
-    measure: str = setting("principal", Choice(tuple(ANGLE_MEASURES)), label="Angle",
+    per_class: bool = setting(False, label="One SVD per label", help="an SVD per label the client holds (authors' code)")
+    measure: str = setting("basis-pairs", Choice(tuple(ANGLE_MEASURES)), label="Angle",
                            help="principal: smallest principal angle; basis-pairs: the authors' code's measure")
-    linkage: str = setting("weighted", Choice(LINKAGES), label="Linkage",
+    linkage: str = setting("average", Choice(LINKAGES), label="Linkage",
                            help="hierarchical clustering linkage (weighted = the authors' 'average')")
     threshold: float | None = setting(None, Interval(0, low_open=True), label="Merge threshold (degrees)",
                                       none_means="stop at --models clusters", step=0.5,
