@@ -21,9 +21,9 @@ no trace of the clusters and the assignment is chance (ARI near 0); where the
 inputs differ (rotated images) it can find them. The clustering is never
 revisited, so under distribution shift it keeps the set-up's groups.
 
-Records: `local_centres` (each client's centres, flattened, one row per client
-present at set-up, at round 0) and `centre_votes` (its points per cluster) —
-how k-FED sees the clients. Traffic: k' x (d + 1) floats up per client once,
+Records (round 0): `local_centres` (each client's centres, flattened, one row
+per client present at set-up), `centre_votes` (its points per cluster) and
+`centre_clients` (which client each row is) — how k-FED sees the clients. Traffic: k' x (d + 1) floats up per client once,
 then FedAvg's per round.
 
 Default local_k = 1, measured with `python scripts/option_sweep.py --algorithm kfed --grid local_k=1,2,4 --partitions feature-skew,concept-shift,label-skew-3 --seeds 0,1,2 --rounds 30` (digits, 4 clusters x 5 clients, 60 samples, MLP; final accuracy %, mean over the seeds); final accuracy and ARI:
@@ -85,7 +85,7 @@ class KFed(Algorithm):
             self.assign[client] = cluster
             votes.append(counts)
             start += len(c)
-        extras = {"centre_votes": votes}
+        extras = {"centre_votes": votes, "centre_clients": clients.tolist()}
         if len(clients) <= self.opts.record_centres_max:
             extras["local_centres"] = [[round(float(v), 4) for v in c.reshape(-1)] for c, _ in local]
         return extras

@@ -30,9 +30,9 @@ inputs, swapped labels) every client spans the same subspace and the clustering
 is chance (ARI near 0); rotated images (feature skew) span rotated subspaces and
 separate. Never revisited under distribution shift.
 
-Records: `angles` (the participants' proximity matrix at round 0, degrees),
-`clusters_found`, and for newcomers `newcomer_angles` (their mean angle to each
-cluster). Traffic: p x d floats (x labels held, per class) up per client once,
+Records (round 0): `angles` (the proximity matrix of the clients present at
+set-up, degrees), `angle_clients` (which client each row is) and
+`clusters_found`. Traffic: p x d floats (x labels held, per class) up per client once,
 then FedAvg's per round.
 
 Defaults p = 3 (the paper's), measure basis-pairs, per_class false and linkage
@@ -120,7 +120,7 @@ class PACFL(Algorithm):
         count = int(labels.max()) + 1
         self.models = self.base_model().expand(count, -1).clone()
         self.assign[clients] = torch.as_tensor(labels, dtype=self.assign.dtype)
-        extras = {"clusters_found": count}
+        extras = {"clusters_found": count, "angle_clients": clients.tolist()}
         if len(clients) <= o.record_angles_max:
             extras["angles"] = [[round(float(v), 3) for v in row] for row in angles]
         return extras
