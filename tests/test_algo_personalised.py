@@ -189,7 +189,7 @@ def test_fedpac_shares_one_extractor_personalises_heads_and_counts_what_it_sends
     body = ~algo.head
     assert torch.equal(algo.personal[:, body], algo.personal[:1, body].expand(6, -1))
     assert not torch.equal(algo.personal[:, algo.head], algo.personal[:1, algo.head].expand(6, -1))
-    assert np.allclose(np.array(r1.extras["head_weights"]).sum(1), 1.0)
+    assert np.allclose(np.array(r1.extras["head_weights"]).sum(1), 1.0, atol=1e-3)  # recorded to 4 decimals
     mb, dim, classes = exp.spec.bytes_per_model, exp.spec.feature_dim, 10
     stats = exp.engine.feature_statistics(algo.personal, torch.arange(6))
     held = (stats.count > 0).sum(1)

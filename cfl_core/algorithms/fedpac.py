@@ -6,7 +6,7 @@ The model is a feature extractor (every layer but the last) and a head (the
 last layer). Each round a participant i receives the global extractor, its
 personalised head and the global prototypes c_k, and
 1. trains the head alone for `head_epochs` epochs (extractor frozen; learning
-   rate `head_lr`, default the run's);
+   rate `head_lr_scale` times the run's);
 2. trains the extractor alone (head frozen) for the run's local epochs on
        cross-entropy + lambda * MSE(f(x), c_y),
    where a class without a global prototype is aligned to the client's own
@@ -43,7 +43,15 @@ Defaults lambda = 1 (the paper's) and 2 head epochs (the paper uses 1), measured
 
 A second head epoch gains 2-7 points everywhere: a combined head must first
 re-fit to the client's labels (concept shift swaps them), and one epoch of 60
-samples is 3 steps.
+samples is 3 steps. The head's learning rate, as a multiple of the run's
+(`--grid head_lr_scale=0.1,0.3,1`, same runs): on the MLP 1 is best (feature
+skew 70.7 / 82.1 / 89.4 for 0.1 / 0.3 / 1, concept shift 70.1 / 87.2 / 92.4,
+label-skew-3 91.8 / 94.0 / 95.7); on Fashion-MNIST's CNN (lr 0.05, 200 samples,
+seed 0, 5 rounds) a head trained alone at the full rate on the extractor's
+large features diverges in round 1 and the model falls to chance (10%), while
+0.3 reaches 67.4% and 0.1 65.1% by round 4. So the default is per model family:
+1, and 0.3 for the CNN. The authors' code instead gives the head a larger rate
+(0.1 against 0.01) with momentum 0.5, where CFL Lab's SGD uses 0.9.
 """
 from __future__ import annotations
 
@@ -61,6 +69,8 @@ from .base import Algorithm, AlgorithmOptions, RoundOutcome
 from .fedproto import aggregate_prototypes
 
 SMALL_WEIGHT = 1e-3
+# The head phase's learning rate as a multiple of the run's, per model family (measured, see the docstring).
+HEAD_LR_SCALE = {"cnn": 0.3}
 
 
 @dataclass(frozen=True)
@@ -68,8 +78,9 @@ class FedPACOptions(AlgorithmOptions):
     lam: float = setting(1.0, Interval(0), label="Feature alignment (lambda)", step=0.1,
                          help="weight of MSE(f(x), global prototype of y) while the extractor trains")
     head_epochs: int = setting(2, Interval(1), label="Head epochs", help="epochs of head-only training first")
-    head_lr: float | None = setting(None, Interval(0, low_open=True), label="Head learning rate", step=0.01,
-                                    none_means="the run's learning rate", help="learning rate of the head phase")
+    head_lr_scale: float | None = setting(None, Interval(0, low_open=True), label="Head learning rate (x the run's)",
+                                          step=0.05, none_means="per model family: 1, the CNN 0.3 (measured)",
+                                          help="the head phase's learning rate is this times the run's")
     record_weights_max: int = setting(200, Interval(0), label="Record head weights up to",
                                       help="record the [participants, participants] head weights up to this many")
 
@@ -138,7 +149,8 @@ class FedPAC(Algorithm):
         count = len(participants)
         received = self.personal.to(device)[ids]
         before = self.engine.feature_statistics(received, participants)  # on the client: its own prototypes
-        head_phase = TrainConfig(o.head_epochs, cfg.batch_size, o.head_lr or cfg.lr, cfg.optimizer, cfg.momentum)
+        scale = o.head_lr_scale if o.head_lr_scale is not None else HEAD_LR_SCALE.get(spec.name, 1.0)
+        head_phase = TrainConfig(o.head_epochs, cfg.batch_size, scale * cfg.lr, cfg.optimizer, cfg.momentum)
         head_only = Objective(lr_scale=lr_scales(spec, trained={spec.head_layer}))
         phase1, _ = self.engine.local_train(self.personal, participants, participants, round_index, train=head_phase,
                                             stream=self.stream("head", round_index), objective=head_only)
