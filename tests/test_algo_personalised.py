@@ -232,3 +232,16 @@ def test_summaries_keep_a_null_ari_null():
     records = list(_exp(algorithm="fedproto", rounds=2))
     summary = summarize("fedproto", records, "finished")
     assert summary["final_ari"] is None and summary["final_nmi"] is None
+
+
+def test_the_summary_and_the_cli_say_not_applicable(tmp_path, capsys):
+    from cfl_core.cli import main
+
+    assert main(["run", "--algorithm", "fedprox", "--dataset", "digits", "--partition", "concept-shift", "--clusters",
+                 "2", "--clients-per-cluster", "2", "--samples-per-client", "20", "--rounds", "1", "--device", "cpu",
+                 "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr()
+    assert "ARI not applicable" in out.out + out.err and "never" not in out.out + out.err
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["ari_applicable"] is False and summary["final_ari"] is None
+    assert "ari_applicable" not in summarize("fedavg", list(_exp(algorithm="fedavg", rounds=1)), "finished")
