@@ -87,6 +87,9 @@ class Algorithm(ABC):
     # False: the algorithm forms no clusters (personalised FL): ARI and NMI are recorded as null, with
     # extras["ari_applicable"] = False, never as a score of 0
     has_clusters = True
+    # why the algorithm needs --aggregation model (its clients send trained models), or None where any is fine
+    model_aggregation_because: str | None = None
+    needs_labels = False  # True: class labels are needed (class prototypes): no unsupervised or regression runs
     Options = NoOptions
 
     def __init__(self, ctx: RunContext):
@@ -103,6 +106,10 @@ class Algorithm(ABC):
         if cls.needs_models and cfg.models is None:
             raise ConfigError("models", None, f"a number of models (K-hat >= 1): {cls.name} needs one")
         cls.parse_options(cfg.options).check(cfg)
+        if cls.needs_labels:
+            cls.require_labels(cfg)
+        if cls.model_aggregation_because:
+            cls.require_model_aggregation(cfg, cls.model_aggregation_because)
 
     @classmethod
     def parse_options(cls, raw, *, text: bool = False):

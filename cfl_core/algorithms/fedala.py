@@ -81,12 +81,8 @@ class FedALA(Algorithm):
     summary = "Each client mixes the global model into its own with element-wise weights it learns locally."
     has_clusters = False
     one_model_per_client = True
+    model_aggregation_because = "its clients mix and train models and send them back"
     Options = FedALAOptions
-
-    @classmethod
-    def validate_config(cls, cfg) -> None:
-        super().validate_config(cfg)
-        cls.require_model_aggregation(cfg, "its clients mix and train models and send them back")
 
     def setup(self, clients):
         fed, spec = self.ctx.fed, self.ctx.spec

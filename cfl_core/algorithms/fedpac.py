@@ -122,13 +122,9 @@ class FedPAC(Algorithm):
     summary = "A shared extractor aligned to global prototypes; each client's head combined by a solved QP."
     has_clusters = False
     one_model_per_client = True
+    model_aggregation_because = "it averages extractors and combines heads of trained models"
+    needs_labels = True
     Options = FedPACOptions
-
-    @classmethod
-    def validate_config(cls, cfg) -> None:
-        super().validate_config(cfg)
-        cls.require_labels(cfg)
-        cls.require_model_aggregation(cfg, "it averages extractors and combines heads of trained models")
 
     def setup(self, clients):
         fed, spec = self.ctx.fed, self.ctx.spec

@@ -73,13 +73,9 @@ class FedProto(Algorithm):
     summary = "Clients keep their own models and exchange class prototypes (mean features) instead."
     has_clusters = False
     one_model_per_client = True
+    model_aggregation_because = "its clients train their own models; nothing is averaged"
+    needs_labels = True
     Options = FedProtoOptions
-
-    @classmethod
-    def validate_config(cls, cfg) -> None:
-        super().validate_config(cfg)
-        cls.require_labels(cfg)
-        cls.require_model_aggregation(cfg, "its clients train their own models; nothing is averaged")
 
     def setup(self, clients):
         fed = self.ctx.fed

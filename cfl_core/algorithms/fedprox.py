@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 from ..engine.objective import Objective
 from ..settings import Interval, setting
-from .base import Algorithm, AlgorithmOptions, RoundOutcome
+from .base import AlgorithmOptions
+from .fedavg import FedAvg
 
 
 @dataclass(frozen=True)
@@ -42,29 +43,14 @@ class FedProxOptions(AlgorithmOptions):
                         help="local loss + mu/2 ||w - w_global||^2; 0 is FedAvg")
 
 
-class FedProx(Algorithm):
+class FedProx(FedAvg):
     name = "fedprox"
     label = "FedProx"
     summary = "FedAvg whose local training adds mu/2 ||w - w_global||^2 (one global model)."
     has_clusters = False
+    model_aggregation_because = "its clients train a proximal objective and send the model back"
     Options = FedProxOptions
 
-    @classmethod
-    def validate_config(cls, cfg) -> None:
-        super().validate_config(cfg)
-        cls.require_model_aggregation(cfg, "its clients train a proximal objective and send the model back")
-
-    def setup(self, clients):
-        self.models = self.base_model()[None].clone()
-        self.assign[:] = 0
-        return {}
-
-    def place_newcomers(self, clients, round_index):
-        self.assign[clients] = 0
-
-    def run_round(self, round_index, participants):
+    def objective(self):
         # the anchor is the model each client received: the start of its local training
-        self.models, train_loss = self.engine.train_and_aggregate(
-            self.models, participants, self.assign[participants], round_index,
-            objective=Objective(prox_mu=self.opts.mu))
-        return RoundOutcome("training", None, train_loss)
+        return Objective(prox_mu=self.opts.mu)

@@ -40,7 +40,8 @@ from ..engine.objective import MetaStep, Objective
 from ..engine.seeding import derive_seed
 from ..engine.training import TrainConfig
 from ..settings import Choice, Interval, setting
-from .base import Algorithm, AlgorithmOptions, RoundOutcome
+from .base import AlgorithmOptions
+from .fedavg import FedAvg
 
 VARIANTS = {"fo": "none", "hf": "finite-difference"}
 
@@ -57,34 +58,25 @@ class PerFedAvgOptions(AlgorithmOptions):
                                help="SGD steps (lr alpha) each client takes on the global model before testing")
 
 
-class PerFedAvg(Algorithm):
+class PerFedAvg(FedAvg):
     name = "perfedavg"
     label = "Per-FedAvg"
     summary = "MAML-style FedAvg: the global model is trained to be good after one local step; tested after it."
     has_clusters = False
+    model_aggregation_because = "its clients take meta steps and send the model back"
     Options = PerFedAvgOptions
 
-    @classmethod
-    def validate_config(cls, cfg) -> None:
-        super().validate_config(cfg)
-        cls.require_model_aggregation(cfg, "its clients take meta steps and send the model back")
-
     def setup(self, clients):
-        self.models = self.base_model()[None].clone()
-        self.assign[:] = 0
         self.round = 0
-        return {}
+        return super().setup(clients)
 
-    def place_newcomers(self, clients, round_index):
-        self.assign[clients] = 0
+    def objective(self):
+        o = self.opts
+        return Objective(meta=MetaStep(o.alpha, VARIANTS[o.variant], o.delta))
 
     def run_round(self, round_index, participants):
-        o = self.opts
-        meta = MetaStep(o.alpha, VARIANTS[o.variant], o.delta)
-        self.models, train_loss = self.engine.train_and_aggregate(
-            self.models, participants, self.assign[participants], round_index, objective=Objective(meta=meta))
-        self.round = round_index
-        return RoundOutcome("training", None, train_loss)
+        self.round = round_index  # the test-time adaptation's minibatch stream follows the round
+        return super().run_round(round_index, participants)
 
     def evaluate(self, clients):
         """Each client adapts the global model by `adapt_steps` SGD steps on its own data, then is tested."""
