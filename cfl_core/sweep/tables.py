@@ -186,3 +186,52 @@ def grid_cells(rows: list[dict[str, Any]], by: list[str]) -> list[dict[str, Any]
         out.append(entry)
     return out
 
+
+# -- a pivot of results.csv (the README's all-algorithm tables): a row per algorithm, a column per partition ---------
+PIVOT_MEASURES = ("final_accuracy", "final_ari")
+MISSING_FIGURE = "—"
+
+
+def pivot_cell(values: list[float | None], measure: str) -> str:
+    """Mean ± std over the seeds: accuracy in % (1 decimal); ARI with how many seeds end at ARI = 1, or n/a."""
+    if measure not in PIVOT_MEASURES:
+        raise ValueError(f"measure {measure!r}: one of {', '.join(PIVOT_MEASURES)}")
+    present = [v for v in values if v is not None]
+    if not present:
+        return NOT_APPLICABLE if measure == "final_ari" and values else "-"
+    if measure == "final_accuracy":
+        return mean_std(present, 100, digits=1)
+    return f"{mean_std(present)} ({sum(1 for v in present if v > 1 - 1e-9)}/{len(present)})"
+
+
+def pivot_table(rows: list[dict[str, Any]], measure: str, row_field: str = "algorithm", column_field: str = "partition",
+                reference: dict[tuple[str, str], float] | None = None) -> tuple[str, list[str]]:
+    """(markdown, notes) from results.csv's rows (read_results): one row per `row_field` value, one column per
+    `column_field` value, both in first-seen order; a cell is the measure over the finished runs (seeds).
+
+    With `reference` ({(column value, row value): figure}, accuracy as a fraction) each column is followed by
+    the reference's figure for it ("—" where it has none). Notes name the cells with runs not finished."""
+    row_values = list(dict.fromkeys(r[row_field] for r in rows))
+    column_values = list(dict.fromkeys(r[column_field] for r in rows))
+    members: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        members.setdefault((r[column_field], r[row_field]), []).append(r)
+    header = [row_field]
+    for c in column_values:
+        header += [c, "paper"] if reference is not None else [c]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    notes = []
+    for a in row_values:
+        cells = [a]
+        for c in column_values:
+            cell = members.get((c, a), [])
+            done = [r for r in cell if r.get("status") == "finished"]
+            if len(done) < len(cell):
+                notes.append(f"{c}, {a}: {len(cell) - len(done)} of {len(cell)} runs not finished")
+            cells.append(pivot_cell([r.get(measure) for r in done], measure) if cell else "-")
+            if reference is not None:
+                figure = reference.get((c, a))
+                cells.append(MISSING_FIGURE if figure is None else
+                             f"{figure * 100:.1f}" if measure == "final_accuracy" else f"{figure:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n", notes
