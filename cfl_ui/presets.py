@@ -57,6 +57,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "separates the rotations while IFCA from identical models collapses.",
            dict(_BASE, algorithm="clove", init="same", unsupervised=True, optimizer="adam", lr=0.01,
                 options={"sqrt_losses": True, "stable_rounds": 5}), vs="ifca"),
+    Preset("Fashion-MNIST, rotated (CNN)",
+           "The CLoVE paper's setting on 28x28 clothing images with the LeNet-style CNN (a CNN: slower than digits on a CPU).",
+           dict(_BASE, dataset="fashion-mnist", rounds=10)),
     Preset("Clustering by data: blind to label swaps",
            "PACFL groups clients by the angles between their data subspaces, once, before training; under concept "
            "shift every cluster has the same images, so its grouping is chance (ARI near 0) while CLoVE's loss "
@@ -70,9 +73,6 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "FedPAC shares one feature extractor and gives each client a head combined from the others' heads; "
            "it forms no clusters (ARI does not apply), and its head weights show whom each client learns from.",
            dict(_BASE, algorithm="fedpac", partition="concept-shift"), vs="clove"),
-    Preset("Fashion-MNIST, rotated (CNN)",
-           "The CLoVE paper's setting on 28x28 clothing images with the LeNet-style CNN (a CNN: slower than digits on a CPU).",
-           dict(_BASE, dataset="fashion-mnist", rounds=10)),
 )}
 
 DEFAULT_PRESET = "Rotated digits"
