@@ -77,6 +77,8 @@ def summarize(algorithm: str, records: list[RoundRecord], status: str) -> dict[s
     accs = [r.accuracy for r in records if r.accuracy is not None]
     first = next((r.round for r in records if r.ari is not None and r.ari >= ARI_TARGET), None)
     last = records[-1] if records else None
+    # ARI that does not apply (no clusters, or no true ones) is said so, never left to look like a missing score
+    not_applicable = {"ari_applicable": False} if last is not None and last.extras.get("ari_applicable") is False else {}
     return _clean({
         "algorithm": algorithm,
         "status": status,
@@ -89,6 +91,7 @@ def summarize(algorithm: str, records: list[RoundRecord], status: str) -> dict[s
         "first_round_ari_0_9": first,
         "total_bytes": sum(r.bytes_down + r.bytes_up for r in records),
         "total_seconds": sum(r.seconds for r in records),
+        **not_applicable,
     })
 
 

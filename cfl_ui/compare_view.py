@@ -7,7 +7,7 @@ import streamlit as st
 from . import figures as F
 from .charts import chart, unit_key
 from .live_view import status_bar
-from .run_charts import series_of
+from .run_charts import ari_note, series_of
 from .snapshots import FAILED
 from .tables import PERCENT, pct, rounds_csv, summary_rows, table_csv
 from .urls import app_url
@@ -43,10 +43,13 @@ def curves(units) -> None:
               caption="Mean test accuracy of the clients on their own model: the oracle (true clusters) is the "
                       "ceiling, FedAvg's single model the floor under cluster structure.")
     with c2:
+        without = [u.label for u in units if ari_note(u.records)]
         chart(lambda: F.metric_figure(series, ["ari"], height=340, target=0.9), "cmp.ari", cache=("cmp-ari", key),
               title="**Clusters found (ARI) over rounds**",
               caption="How well each algorithm's grouping matches the true clusters (1 = exact); FedAvg keeps "
-                      "everyone together (ARI 0) and the oracle is right by construction.")
+                      "everyone together (ARI 0) and the oracle is right by construction."
+                      + (f" No line where ARI does not apply (no clusters to score): {', '.join(without)}."
+                         if without else ""))
     c3, c4 = st.columns(2, gap="medium")
     with c3:
         chart(lambda: F.metric_figure(series, ["mb"], height=300), "cmp.mb", cache=("cmp-mb", key),

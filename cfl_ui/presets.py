@@ -60,6 +60,19 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("Fashion-MNIST, rotated (CNN)",
            "The CLoVE paper's setting on 28x28 clothing images with the LeNet-style CNN (a CNN: slower than digits on a CPU).",
            dict(_BASE, dataset="fashion-mnist", rounds=10)),
+    Preset("Clustering by data: blind to label swaps",
+           "PACFL groups clients by the angles between their data subspaces, once, before training; under concept "
+           "shift every cluster has the same images, so its grouping is chance (ARI near 0) while CLoVE's loss "
+           "vectors see the swapped labels.",
+           dict(_BASE, algorithm="pacfl", partition="concept-shift"), vs="clove"),
+    Preset("Clustering by data: rotations are visible",
+           "Rotated images span rotated subspaces and move the k-means centres of each client's inputs: PACFL and "
+           "k-FED find these clusters in one shot, before any training.",
+           dict(_BASE, algorithm="pacfl", partition="feature-skew"), vs="kfed"),
+    Preset("Personalised FL without clusters (FedPAC)",
+           "FedPAC shares one feature extractor and gives each client a head combined from the others' heads; "
+           "it forms no clusters (ARI does not apply), and its head weights show whom each client learns from.",
+           dict(_BASE, algorithm="fedpac", partition="concept-shift"), vs="clove"),
 )}
 
 DEFAULT_PRESET = "Rotated digits"

@@ -51,6 +51,16 @@ def _first_ari(records, target=0.9):
     return next((r.round for r in records if r.ari is not None and r.ari >= target), None)
 
 
+def ari_note(records) -> str | None:
+    """Why ARI does not apply to these records (an algorithm without clusters, clients without true ones), or
+    None when it does: such runs show "n/a", never a score of 0."""
+    for r in records:
+        extras = r.extras or {}
+        if r.ari is not None or extras.get("ari_applicable") is not False:
+            return None
+    return (records[-1].extras or {}).get("ari_note", "ARI does not apply") if records else None
+
+
 def headline(unit, where=None, *, columns: int = 6) -> None:
     """Headline numbers of one run: accuracy, ARI, rounds to ARI >= 0.9, MB sent, device, time."""
     where = where or st
@@ -68,13 +78,18 @@ def headline(unit, where=None, *, columns: int = 6) -> None:
         delta_color = "normal"
     first = _first_ari(recs)
     ari = "—" if last is None or last.ari is None else f"{last.ari:.2f}"
+    not_applicable = ari_note(recs)
+    if not_applicable:
+        ari = "n/a"
     mb = sum(r.bytes_down + r.bytes_up for r in recs) / 1e6
     secs = sum(r.seconds or 0 for r in recs)
     device = unit.meta.get("device") or "—"
     items = [
         (acc_label, acc, acc_delta, delta_color, "Test metric of the last round, each client on its own model."),
-        ("ARI", ari, None, "normal", "Adjusted Rand index of the assignment vs the true clusters (1 = exact)."),
-        ("ARI ≥ 0.9 at round", str(first) if first is not None else ("not yet" if unit.live else "never"), None,
+        ("ARI", ari, None, "normal", f"Not applicable: {not_applicable}." if not_applicable else
+         "Adjusted Rand index of the assignment vs the true clusters (1 = exact)."),
+        ("ARI ≥ 0.9 at round", "n/a" if not_applicable else str(first) if first is not None else
+         ("not yet" if unit.live else "never"), None,
          "off", "The first round whose assignment reaches ARI 0.9 (rounds count from 0)."),
         ("MB sent", f"{mb:.1f}", None, "normal", "Models and loss vectors sent down and up so far."),
         ("Device", device, None, "normal", unit.meta.get("device_name") or None),
@@ -163,8 +178,14 @@ def curves_block(units, key: str, cols=None) -> None:
             chart(lambda: F.metric_figure(series, ["loss"]), f"{key}.loss", cache=("loss", ck),
                   title="**Test loss over rounds**", caption=CAPTIONS["loss"])
     with c2:
-        chart(lambda: F.metric_figure(series, ["ari", "nmi"], target=0.9, y_title="agreement with true clusters"),
-              f"{key}.ari", cache=("ari", ck), title="**Clusters found (ARI) over rounds**", caption=CAPTIONS["ari"])
+        notes = {ari_note(u.records) for u in units}
+        if None not in notes and notes:
+            st.markdown("**Clusters found (ARI) over rounds**")
+            st.info(f"ARI does not apply: {'; '.join(sorted(notes))}.", icon=":material/info:")
+        else:
+            chart(lambda: F.metric_figure(series, ["ari", "nmi"], target=0.9, y_title="agreement with true clusters"),
+                  f"{key}.ari", cache=("ari", ck), title="**Clusters found (ARI) over rounds**",
+                  caption=CAPTIONS["ari"])
 
 
 def unit_extra_views(unit, round_index):

@@ -84,6 +84,12 @@ class Algorithm(ABC):
     uses_init_mode = False  # True: --init (same / different / restarts) applies
     has_loss_vectors = False  # True: records carry a loss matrix the dashboard can embed
     one_model_per_client = False  # True: every client keeps a model of its own (the estimate sizes memory by it)
+    # False: the algorithm forms no clusters (personalised FL): ARI and NMI are recorded as null, with
+    # extras["ari_applicable"] = False, never as a score of 0
+    has_clusters = True
+    # why the algorithm needs --aggregation model (its clients send trained models), or None where any is fine
+    model_aggregation_because: str | None = None
+    needs_labels = False  # True: class labels are needed (class prototypes): no unsupervised or regression runs
     Options = NoOptions
 
     def __init__(self, ctx: RunContext):
@@ -100,6 +106,10 @@ class Algorithm(ABC):
         if cls.needs_models and cfg.models is None:
             raise ConfigError("models", None, f"a number of models (K-hat >= 1): {cls.name} needs one")
         cls.parse_options(cfg.options).check(cfg)
+        if cls.needs_labels:
+            cls.require_labels(cfg)
+        if cls.model_aggregation_because:
+            cls.require_model_aggregation(cfg, cls.model_aggregation_because)
 
     @classmethod
     def parse_options(cls, raw, *, text: bool = False):
@@ -126,6 +136,28 @@ class Algorithm(ABC):
     def eval_models(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(models [K, D], model index per client) used for the test metrics."""
         return self.models, self.assign
+
+    def evaluate(self, clients: torch.Tensor):
+        """Test metrics of these clients (all have a model). Default: each on `eval_models()`'s model.
+        Algorithms that personalise at test time (an adaptation step, prototypes) override it."""
+        models, model_of = self.eval_models()
+        return self.engine.evaluate(models, model_of[clients], clients)
+
+    @classmethod
+    def require_model_aggregation(cls, cfg, why: str) -> None:
+        """ConfigError unless --aggregation is `model` (for algorithms whose clients send trained models)."""
+        if cfg.aggregation != "model":
+            raise ConfigError("aggregation", cfg.aggregation, f"model for {cls.name}: {why}")
+
+    @classmethod
+    def require_labels(cls, cfg) -> None:
+        """ConfigError for unsupervised or regression runs (class prototypes need class labels)."""
+        from ..data import dataset_info
+
+        if cfg.unsupervised:
+            raise ConfigError("unsupervised", cfg.unsupervised, f"false for {cls.name}: it needs class labels")
+        if dataset_info(cfg.dataset).task != "classification":
+            raise ConfigError("algorithm", cls.name, "a classification data set: its prototypes are per class")
 
     # -- shared helpers -----------------------------------------------------
     def base_model(self) -> torch.Tensor:

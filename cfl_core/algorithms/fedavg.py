@@ -17,7 +17,11 @@ class FedAvg(Algorithm):
     def place_newcomers(self, clients, round_index):
         self.assign[clients] = 0
 
+    def objective(self):
+        """What the clients' local training adds to their loss (None: plain; FedProx: a proximal term)."""
+        return None
+
     def run_round(self, round_index, participants):
         self.models, train_loss = self.engine.train_and_aggregate(
-            self.models, participants, self.assign[participants], round_index)
+            self.models, participants, self.assign[participants], round_index, objective=self.objective())
         return RoundOutcome("training", None, train_loss)

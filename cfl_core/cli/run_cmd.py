@@ -62,7 +62,8 @@ class ProgressBar:
     def update(self, record) -> None:
         done = record.round + 1
         acc = f"acc {record.accuracy:.3f}" if record.accuracy is not None else f"loss {record.loss:.4f}"
-        ari = f"ARI {record.ari:.2f}" if record.ari is not None else "ARI -"
+        ari = (f"ARI {record.ari:.2f}" if record.ari is not None else
+               "ARI n/a" if record.extras.get("ari_applicable") is False else "ARI -")
         width = 24
         filled = int(width * done / self.total)
         line = f"{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} {acc} {ari} {record.phase}"
@@ -81,8 +82,10 @@ def summary_line(summary: dict, folder) -> str:
     parts = [
         f"{summary['algorithm']}: {summary['status']} after {summary['rounds_completed']} rounds",
         f"final accuracy {acc:.4f}" if acc is not None else f"final loss {summary.get('final_loss')}",
-        f"final ARI {summary['final_ari']:.3f}" if summary.get("final_ari") is not None else "final ARI -",
-        f"ARI>=0.9 at round {first}" if first is not None else "ARI never >= 0.9",
+        f"final ARI {summary['final_ari']:.3f}" if summary.get("final_ari") is not None else
+        "ARI not applicable" if summary.get("ari_applicable") is False else "final ARI -",
+        *([] if summary.get("ari_applicable") is False else
+          [f"ARI>=0.9 at round {first}" if first is not None else "ARI never >= 0.9"]),
         f"{summary['total_bytes'] / 1e6:.2f} MB sent",
         f"{summary['total_seconds']:.1f} s",
     ]

@@ -2,7 +2,8 @@
 
 A cell is a combination of the swept fields other than `seed`; the summary has today's seed-table
 columns: final accuracy (%), final test loss, final ARI, how many seeds end with ARI = 1, and the
-median first round with ARI >= 0.9 over the seeds that reach it. Only finished runs enter the
+median first round with ARI >= 0.9 over the seeds that reach it ("n/a" in all three where no run
+has an ARI: an algorithm without clusters, or clients without true ones). Only finished runs enter the
 means; a cell with failed or missing runs says so under the table.
 """
 from __future__ import annotations
@@ -35,6 +36,14 @@ def perfect(summary: dict) -> bool:
     """Final ARI = 1: the clustering ends exactly right."""
     ari = summary.get("final_ari")
     return ari is not None and ari > 1 - 1e-9
+
+
+NOT_APPLICABLE = "n/a"
+
+
+def ari_applies(summaries: list[dict]) -> bool:
+    """False when no run has an ARI: an algorithm that forms no clusters, or clients with no true clusters."""
+    return any(s.get("final_ari") is not None for s in summaries)
 
 
 def first_round_text(summaries: list[dict]) -> str:
@@ -104,13 +113,15 @@ def summary_table(swept: list[str], points: list, summaries: dict[str, dict | No
         if missing:
             notes.append(f"{', '.join(cell)}: {missing} of {len(members)} runs not finished "
                          f"({', '.join(sorted({statuses.get(p.key, 'missing') for p in members} - {'finished'}))})")
+        clustering = [mean_std([s.get("final_ari") for s in done], 1), f"{sum(perfect(s) for s in done)}/{len(done)}",
+                      first_round_text(done)]
+        if done and not ari_applies(done):
+            clustering = [NOT_APPLICABLE] * 3  # no clusters (personalised FL) or no true ones: not a score of 0
         lines.append("| " + " | ".join([
             *cell,
             mean_std([s.get("final_accuracy") for s in done], 100),
             mean_std([s.get("final_loss") for s in done], 1, digits=4),
-            mean_std([s.get("final_ari") for s in done], 1),
-            f"{sum(perfect(s) for s in done)}/{len(done)}",
-            first_round_text(done),
+            *clustering,
         ]) + " |")
     return "\n".join(lines) + "\n", notes
 
@@ -167,9 +178,60 @@ def grid_cells(rows: list[dict[str, Any]], by: list[str]) -> list[dict[str, Any]
         entry.update(runs=len(members), finished=len(done), folders=[r["folder"] for r in members])
         for measure in GRID_MEASURES:
             if measure == "success":
-                series = [1.0 if (r["final_ari"] is not None and r["final_ari"] > 1 - 1e-9) else 0.0 for r in done]
+                series = ([1.0 if (r["final_ari"] is not None and r["final_ari"] > 1 - 1e-9) else 0.0 for r in done]
+                          if ari_applies(done) else [])  # no ARI in any run: no rate, not a rate of 0
             else:
                 series = [r[measure] for r in done if r.get(measure) is not None]
             entry[measure], entry[f"{measure}_std"] = _mean_sd(series)
         out.append(entry)
     return out
+
+
+# -- a pivot of results.csv (the README's all-algorithm tables): a row per algorithm, a column per partition ---------
+PIVOT_MEASURES = ("final_accuracy", "final_ari")
+MISSING_FIGURE = "—"
+
+
+def pivot_cell(values: list[float | None], measure: str) -> str:
+    """Mean ± std over the seeds: accuracy in % (1 decimal); ARI with how many seeds end at ARI = 1, or n/a."""
+    if measure not in PIVOT_MEASURES:
+        raise ValueError(f"measure {measure!r}: one of {', '.join(PIVOT_MEASURES)}")
+    present = [v for v in values if v is not None]
+    if not present:
+        return NOT_APPLICABLE if measure == "final_ari" and values else "-"
+    if measure == "final_accuracy":
+        return mean_std(present, 100, digits=1)
+    return f"{mean_std(present)} ({sum(1 for v in present if v > 1 - 1e-9)}/{len(present)})"
+
+
+def pivot_table(rows: list[dict[str, Any]], measure: str, row_field: str = "algorithm", column_field: str = "partition",
+                reference: dict[tuple[str, str], float] | None = None) -> tuple[str, list[str]]:
+    """(markdown, notes) from results.csv's rows (read_results): one row per `row_field` value, one column per
+    `column_field` value, both in first-seen order; a cell is the measure over the finished runs (seeds).
+
+    With `reference` ({(column value, row value): figure}, accuracy as a fraction) each column is followed by
+    the reference's figure for it ("—" where it has none). Notes name the cells with runs not finished."""
+    row_values = list(dict.fromkeys(r[row_field] for r in rows))
+    column_values = list(dict.fromkeys(r[column_field] for r in rows))
+    members: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        members.setdefault((r[column_field], r[row_field]), []).append(r)
+    header = [row_field]
+    for c in column_values:
+        header += [c, "paper"] if reference is not None else [c]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    notes = []
+    for a in row_values:
+        cells = [a]
+        for c in column_values:
+            cell = members.get((c, a), [])
+            done = [r for r in cell if r.get("status") == "finished"]
+            if len(done) < len(cell):
+                notes.append(f"{c}, {a}: {len(cell) - len(done)} of {len(cell)} runs not finished")
+            cells.append(pivot_cell([r.get(measure) for r in done], measure) if cell else "-")
+            if reference is not None:
+                figure = reference.get((c, a))
+                cells.append(MISSING_FIGURE if figure is None else
+                             f"{figure * 100:.1f}" if measure == "final_accuracy" else f"{figure:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n", notes
