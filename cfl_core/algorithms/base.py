@@ -16,7 +16,7 @@ import torch
 
 from ..engine.seeding import derive_seed, numpy_rng
 from ..errors import ConfigError
-from ..settings import Interval, parse, setting
+from ..settings import Choice, Interval, parse, setting
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,20 @@ class AlgorithmOptions:
 
 NoOptions = AlgorithmOptions  # an algorithm without options of its own
 
+WEIGHTINGS = ("samples", "uniform")
+
 
 @dataclass(frozen=True)
-class InitOptions(AlgorithmOptions):
+class WeightingOptions(AlgorithmOptions):
+    """The averaging weights of an algorithm that averages its clients' models or updates."""
+
+    weighting: str = setting("samples", Choice(WEIGHTINGS), label="Averaging weights",
+                             help="samples: a client counts by its training sample count (FedAvg's form); "
+                                  "uniform: every client counts the same (IFCA's and Sattler's code)")
+
+
+@dataclass(frozen=True)
+class InitOptions(WeightingOptions):
     """Options of the initialisation modes shared by IFCA, CLoVE and FeSEM."""
 
     restart_min_share: float | None = setting(

@@ -141,7 +141,8 @@ class Clove(Algorithm):
         self._track_stability(round_index, participants, new, phase, extras)
         # A client that sent a loss vector already holds all K models: it is not sent its own again.
         self.models, train_loss = self.engine.train_and_aggregate(
-            self.models, participants, self.assign[participants], round_index)
+            self.models, participants, self.assign[participants], round_index,
+            weighting=self.opts.weighting)
         return RoundOutcome(phase, losses, train_loss, extras)
 
     def _assign(self, round_index: int, participants: torch.Tensor

@@ -61,14 +61,14 @@ from ..engine.seeding import derive_seed
 from ..errors import ConfigError
 from ..dynamics import newcomer_count
 from ..settings import Choice, Interval, setting
-from .base import Algorithm, AlgorithmOptions, RoundOutcome
+from .base import Algorithm, RoundOutcome, WeightingOptions
 
 MEASURES = ("edc", "madc")
 INTER_GROUP = ("updates", "models")
 
 
 @dataclass(frozen=True)
-class FedGroupOptions(AlgorithmOptions):
+class FedGroupOptions(WeightingOptions):
     alpha: float = setting(20.0, Interval(0, low_open=True), label="Cold-start clients (alpha x models)", step=1.0,
                            allowed_text="a positive number (alpha x models clients pre-train)",
                            help="group cold start pre-trains alpha x m clients (every present client if fewer)")
@@ -297,7 +297,8 @@ class FedGroup(Algorithm):
             self._client_cold_start(unplaced, round_index, "late-cold-start")
         old = self.models
         owners = self.assign[participants]
-        self.models, train_loss = self.engine.train_and_aggregate(old, participants, owners, round_index)
+        self.models, train_loss = self.engine.train_and_aggregate(old, participants, owners, round_index,
+                                                                  weighting=self.opts.weighting)
         trained = torch.bincount(owners, minlength=old.shape[0]) > 0
         self.models = self._inter_group(old.to(self.models.device), self.models, trained.to(self.models.device))
         if self._edc_changed:
