@@ -1,9 +1,12 @@
 """The authors'-code variants (docs/faithfulness.md): each option changes what it should, and nothing else."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
+from cfl_core.algorithms.base import restart_threshold
+from cfl_core.algorithms.clove import choose_k, choose_k_authors, cover_every_model
 from cfl_core.bench.reference import SequentialEngine
 from cfl_core.config import ExperimentConfig
 from cfl_core.engine.core import Engine
@@ -94,3 +97,112 @@ def test_cfl_lr_decay_trains_round_t_with_lr_times_decay_to_t_plus_1():
                           options={"lr_decay": 0.5})
     plain, _ = _records(partition="concept-shift", algorithm="cfl", rounds=1, lr=0.05)
     assert decayed[0].extras["update_norms"] == plain[0].extras["update_norms"]
+
+
+# -- CLoVE: k_rule, stable_after, the random start's cover, matching on the embedding --------------
+
+def _blobs(centres, per, sd, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.concatenate([np.asarray(c, float) + sd * rng.standard_normal((per, len(c))) for c in centres])
+
+
+def test_authors_k_rule_keeps_the_smaller_k_unless_a_larger_scores_over_1_10_times_the_best():
+    rng = np.random.default_rng(4)
+    # 20 IID clients that differ only in difficulty: every loss shifted by a per-client offset
+    iid = 2.0 + rng.uniform(0, 1, 20)[:, None] + 0.02 * rng.standard_normal((20, 4))
+    k, scores = choose_k_authors(iid, 4)
+    assert sorted(scores) == [2, 3, 4]
+    assert scores[3] > scores[2] and scores[3] <= 1.10 * scores[2]  # better, but not by the margin
+    assert k == 2  # K = 1 is never chosen by the authors' rule ...
+    assert choose_k(iid, 4, 0, 0.5, 0.01)[0] == 1  # ... while CFL Lab's centred rule keeps one cluster
+    three = _blobs([[0, 2, 2], [2, 0, 2], [2, 2, 0]], 5, 0.1)
+    k, scores = choose_k_authors(three, 4)
+    assert k == 3 and scores[3] > 1.10 * scores[2]  # a clearly better K replaces the best
+    pairs = _blobs([[0, 0, 3, 3], [0.6, 0.6, 3, 3], [3, 3, 0, 0], [3.6, 3.6, 0, 0]], 5, 0.15)
+    assert choose_k_authors(pairs, 4)[0] == 2  # two pairs of close clusters: the coarse split
+    few = _blobs([[0, 2], [2, 0]], 2, 0.1)  # K-hat >= clients: the vectors are repeated 5 times, K = P possible
+    k, scores = choose_k_authors(few, 4)
+    assert sorted(scores) == [2, 3, 4] and k == 2
+
+
+def test_k_rule_authors_runs_and_records_its_scores():
+    records, _ = _records(partition="concept-shift", algorithm="clove", models=3, rounds=2,
+                          options={"unknown_k": True, "k_rule": "authors"})
+    info = records[1].extras
+    assert info["k"] >= 2 and set(info["silhouette"]) <= {"2", "3"}
+
+
+@pytest.mark.parametrize("stable_after,frozen_round", [(None, 4), (4, 4), (3, 3), (2, 2)])
+def test_stable_after_counts_identical_consecutive_assignments(stable_after, frozen_round):
+    options = {"first_assignment": "evaluation"}
+    if stable_after is not None:
+        options["stable_after"] = stable_after
+    # label-skew-1 with K = 2: the first clustering round is already right and never changes
+    records, _ = _records(partition="label-skew-1", algorithm="clove", models=2, rounds=6, options=options)
+    assert all(r.assignments == records[1].assignments for r in records[1:])
+    frozen = [r.round for r in records if "frozen_after" in r.extras]
+    # assignments of rounds 0, 1, ... are identical: n identical assignments end at round n - 1
+    assert frozen == [frozen_round - 1]
+    assert records[frozen_round].phase == "stable" and records[frozen_round - 1].phase == "clustering"
+
+
+def test_random_start_gives_every_model_a_client():
+    gen = np.random.default_rng(2)
+    for trial in range(200):
+        k = int(gen.integers(2, 6))
+        n = int(gen.integers(k, k + 4))
+        draw = torch.as_tensor(gen.integers(0, k, n))
+        before = draw.clone()
+        moved = cover_every_model(draw, k, gen)
+        assert torch.bincount(draw, minlength=k).min() >= 1
+        assert torch.equal(draw != before, torch.isin(torch.arange(n), torch.tensor(moved, dtype=torch.long)))
+    short = torch.tensor([0, 0])
+    assert cover_every_model(short, 3, gen) == [] and short.tolist() == [0, 0]  # fewer clients than models
+
+
+def test_matching_cost_uses_the_clustered_embedding_under_sqrt_losses():
+    from types import SimpleNamespace
+
+    from cfl_core.algorithms.clove import Clove
+
+    # clients 0, 1 form one cluster, client 2 the other. Straight matching (cluster of 0, 1 -> model 0) costs
+    # 2*0 + 3 = 3 on raw losses against 2*1 + 0 = 2 swapped; on square roots 0 + 1.73 against 2 + 0
+    losses = torch.tensor([[0.0, 1.0], [0.0, 1.0], [0.0, 3.0]])
+    chosen = {}
+    for match_on in ("embedding", "raw"):
+        clove = Clove.__new__(Clove)
+        clove.opts = Clove.Options(sqrt_losses=True, match_on=match_on)
+        clove.cfg, clove.models = SimpleNamespace(seed=0), torch.zeros(2, 1)
+        chosen[match_on] = clove._cluster(losses, 1)[0].tolist()
+    assert chosen["embedding"] == [0, 0, 1]
+    assert chosen["raw"] == [1, 1, 0]
+
+
+def test_ifca_authors_restart_rule_meets_its_threshold():
+    for models, threshold in ((2, 0.35), (4, 0.10)):
+        records, _ = _records(partition="feature-skew", clusters=models, clients_per_cluster=5, algorithm="ifca",
+                              models=models, init="restarts", rounds=1, options={"restart_rule": "authors"})
+        share = records[0].extras["init_min_share"]
+        assert records[0].extras["init_attempts"] < 50 and share >= threshold
+    assert restart_threshold("authors", 4) == (0.10, None) and restart_threshold("authors", 2) == (0.35, None)
+    assert restart_threshold("authors", 3)[0] == pytest.approx(1 / 6) and restart_threshold("authors", 3)[1]
+    assert restart_threshold("half-share", 4) == (0.125, None)
+
+
+def test_flexcfl_cold_starts_a_client_when_first_selected():
+    base = dict(partition="label-skew-1", clusters=2, clients_per_cluster=6, algorithm="flexcfl", models=2,
+                rounds=3, options={"alpha": 1.0})
+    at_setup = {**base, "options": {"alpha": 1.0, "client_cold_start": "setup"}}
+    first, _ = _records(**base)
+    setup, _ = _records(**at_setup)
+    for a, b in zip(first, setup):  # full participation: the same records either way
+        assert a.assignments == b.assignments and a.client_loss == b.client_loss and a.bytes_up == b.bytes_up
+    partial, _ = _records(**base, participation=0.5)
+    setup_partial, _ = _records(**at_setup, participation=0.5)
+    assert all(a >= 0 for a in setup_partial[0].assignments)  # setup: everyone has a group at round 0
+    group_cold_start = set(partial[0].extras["cold_start"]["clients"])
+    seen: set[int] = set(group_cold_start)
+    for r in partial:  # first-selected: a client has a group only once it was selected (or pre-trained)
+        seen.update(r.participants)
+        assert {c for c, a in enumerate(r.assignments) if a >= 0} == seen
+    assert -1 in partial[0].assignments and partial[0].bytes_up < setup_partial[0].bytes_up

@@ -20,6 +20,10 @@ the subset, or a newcomer) pre-trains from the initial model the same way and
 joins the group whose stored direction is closest in cosine dissimilarity
 (1 - cos) / 2. The stored directions are those of the cold start (FlexCFL's
 code; FedGroup's code compared with each group's latest update instead).
+As in the authors' code this happens in the round the client is first
+selected (`client_cold_start=first-selected`; until then it has no group and
+is not evaluated); `setup` cold-starts every present client at set-up and a
+newcomer when it joins. Under full participation both give the same records.
 
 Every round the groups train by FedAvg inside each group (the engine's
 train_and_aggregate). Inter-group aggregation with rate `eta_g` (0: purely
@@ -65,6 +69,7 @@ from .base import Algorithm, RoundOutcome, WeightingOptions
 
 MEASURES = ("edc", "madc")
 INTER_GROUP = ("updates", "models")
+COLD_STARTS = ("first-selected", "setup")
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,10 @@ class FedGroupOptions(WeightingOptions):
                            help="inter-group aggregation rate; 0 = pluralistic groups (no mixing)")
     inter_group: str = setting("updates", Choice(INTER_GROUP), label="Inter-group form",
                                help="updates: the papers' form; models: the authors' code")
+    client_cold_start: str = setting("first-selected", Choice(COLD_STARTS), label="Client cold start",
+                                     help="first-selected: a client outside the group cold start (or a newcomer) "
+                                          "is cold-started in the first round it takes part (the authors' code); "
+                                          "setup: every present client at set-up, a newcomer when it joins")
 
 
 @dataclass(frozen=True)
@@ -194,7 +203,8 @@ class FedGroup(Algorithm):
                                  "pretrain_epochs": self.opts.pretrain_epochs,
                                  "group_sizes": torch.bincount(labels, minlength=m).tolist()}}
         rest = torch.as_tensor(np.setdiff1d(clients.numpy(), chosen), dtype=torch.int64)
-        if len(rest):
+        self.waiting_newcomers: set[int] = set()
+        if len(rest) and self.opts.client_cold_start == "setup":
             self._client_cold_start(rest, 0, "client-cold-start")
         extras["edc"] = list(self.edc)
         self._edc_changed = False
@@ -247,7 +257,18 @@ class FedGroup(Algorithm):
         return groups
 
     def place_newcomers(self, clients, round_index):
+        if self.opts.client_cold_start == "first-selected":
+            self.waiting_newcomers.update(clients.tolist())  # cold-started when first selected
+            return
         self._client_cold_start(clients, round_index, "newcomer")
+
+    def _first_cold_start(self, unplaced: torch.Tensor, round_index: int) -> None:
+        """Cold-start the participants that have no group yet (first selection), newcomers on their own stream."""
+        new = torch.tensor([c in self.waiting_newcomers for c in unplaced.tolist()], dtype=torch.bool)
+        for mask, purpose in ((~new, "client-cold-start"), (new, "newcomer")):
+            if bool(mask.any()):
+                self._client_cold_start(unplaced[mask], round_index, purpose)
+        self.waiting_newcomers.difference_update(unplaced.tolist())
 
     # -- rounds ------------------------------------------------------------------------
     def _migrate(self, participants: torch.Tensor, round_index: int) -> list[dict]:
@@ -293,8 +314,8 @@ class FedGroup(Algorithm):
         if self.migrates:
             extras["migrations"] = self._migrate(participants, round_index) if round_index > 0 else []
         unplaced = participants[self.assign[participants] < 0]
-        if len(unplaced):  # not expected (newcomers are placed when they join), kept safe
-            self._client_cold_start(unplaced, round_index, "late-cold-start")
+        if len(unplaced):  # client_cold_start=first-selected: their first round
+            self._first_cold_start(unplaced, round_index)
         old = self.models
         owners = self.assign[participants]
         self.models, train_loss = self.engine.train_and_aggregate(old, participants, owners, round_index,
