@@ -13,6 +13,8 @@ TABLE_COLUMNS = [
     ("algorithm", "algorithm"),
     ("final_accuracy", "final accuracy"),
     ("best_accuracy", "best accuracy"),
+    ("reported_accuracy", "reported accuracy"),
+    ("protocol", "protocol"),
     ("final_ari", "final ARI"),
     ("first_round_ari_0_9", "rounds to ARI>=0.9"),
     ("total_mb", "MB sent"),
@@ -73,11 +75,19 @@ def _cell(key: str, summary: dict):
     return round(value, 4) if isinstance(value, float) else value
 
 
+def protocol_note(summaries) -> str:
+    """The line that says which reporting protocol a table's "reported accuracy" column shows."""
+    from .protocols import PROTOCOL_TEXT
+
+    names = sorted({s.get("protocol") or "clove" for s in summaries})
+    return "Reported accuracy: " + "; ".join(f"protocol `{n}`, {PROTOCOL_TEXT.get(n, n)}" for n in names) + "."
+
+
 def compare_table(results: dict[str, dict]) -> tuple[str, str]:
-    """(markdown, csv) tables with one row per algorithm."""
+    """(markdown, csv) tables with one row per algorithm; the markdown opens with the protocol it reports."""
     rows = [[_cell(key, summary) for key, _ in TABLE_COLUMNS] for summary in results.values()]
     header = [label for _, label in TABLE_COLUMNS]
-    md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md = [protocol_note(results.values()), "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join("-" if v is None else str(v) for v in row) + " |" for row in rows]
     buf = io.StringIO()
     writer = csv.writer(buf)

@@ -206,3 +206,47 @@ def test_flexcfl_cold_starts_a_client_when_first_selected():
         seen.update(r.participants)
         assert {c for c, a in enumerate(r.assignments) if a >= 0} == seen
     assert -1 in partial[0].assignments and partial[0].bytes_up < setup_partial[0].bytes_up
+
+
+# -- reporting protocols -----------------------------------------------------------------------------
+
+def _record(round_, participants, assignments, accuracy, weighted, extras=None):
+    from cfl_core.records import RoundRecord
+
+    return RoundRecord(round_, "training", participants, assignments, None, [], [], accuracy, weighted, None, None,
+                       1, 0, 0, 0.0, extras=extras or {})
+
+
+def test_protocols_report_each_papers_measure():
+    from cfl_core.protocols import reported_accuracy
+
+    records = [_record(0, [0, 1], [0, 0, -1, -1], 0.5, 0.9),  # clients 2, 3 not selected yet: a partial round
+               _record(1, [2, 3], [0, 0, 0, 0], 0.6, 0.7),
+               _record(2, [0, 2], [0, 0, 0, 0], 0.8, 0.75, {"test_machine_accuracy": 0.85}),
+               _record(3, [1, 3], [0, 0, 0, 0], 0.7, 0.72, {"test_machine_accuracy": 0.81})]
+    assert reported_accuracy("clove", records) == (0.7, 3)
+    assert reported_accuracy("flexcfl", records) == (0.75, 2)  # the max, without the partial round 0's 0.9
+    assert reported_accuracy("ifca", records) == (0.81, 3)
+    assert reported_accuracy("ifca", records[:2]) == (None, None)  # not recorded: the run had another protocol
+
+
+def test_ifca_protocol_picks_each_test_splits_lowest_loss_model_and_tables_name_it(tmp_path):
+    from cfl_core.compare import compare_table, run_comparison
+
+    base = ExperimentConfig(**SMALL, rounds=2, protocol="ifca", models=2)
+    results = run_comparison(base, ["ifca", "fedavg"], tmp_path)
+    exp = Experiment(base.replace(algorithm="ifca"))
+    records = [r for r in exp]
+    models = exp.algorithm.eval_models()[0]
+    fed = exp.federation
+    own = exp.engine.evaluate(models, torch.zeros(fed.num_clients, dtype=torch.int64))
+    other = exp.engine.evaluate(models, torch.ones(fed.num_clients, dtype=torch.int64))
+    pick = torch.where(own.loss <= other.loss, own.accuracy, other.accuracy)
+    n = fed.n_test.float()
+    assert records[-1].extras["test_machine_accuracy"] == pytest.approx(float((pick * n).sum() / n.sum()), abs=1e-6)
+    assert results["ifca"]["protocol"] == "ifca"
+    assert results["ifca"]["reported_accuracy"] == pytest.approx(records[-1].extras["test_machine_accuracy"], abs=1e-6)
+    markdown, csv_text = compare_table(results)
+    assert markdown.startswith("Reported accuracy: protocol `ifca`") and "reported_accuracy,protocol" in csv_text
+    plain, _ = _records(algorithm="ifca", models=2, rounds=1)
+    assert "test_machine_accuracy" not in plain[0].extras  # only when asked: the default records are unchanged
