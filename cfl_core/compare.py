@@ -24,12 +24,15 @@ TABLE_COLUMNS = [
 
 
 def comparison_configs(base: ExperimentConfig, algorithms: list[str],
-                       options: dict[str, dict] | None = None) -> list[ExperimentConfig]:
+                       options: dict[str, dict] | None = None, profile: tuple | None = None,
+                       notes: list[str] | None = None) -> list[ExperimentConfig]:
     """One config per algorithm; K-hat defaults to the true cluster count where an algorithm needs one.
 
     `options` (algorithm -> its options) gives each algorithm settings of its own; an algorithm
     not in it gets those of `base.options` it knows (the CLI's `--option` applies to every
     algorithm that has that option, e.g. FlexCFL's and FedGroup's shared cold start).
+    `profile` = (name, fields given, option keys given) applies `profiles.apply_profile` per
+    algorithm (never to `rounds`: one round count for every algorithm); its notes go to `notes`.
     """
     from .algorithms import ALGORITHMS
 
@@ -47,6 +50,14 @@ def comparison_configs(base: ExperimentConfig, algorithms: list[str],
             known = {f for f in ALGORITHMS[name].Options.__dataclass_fields__}
             own = {k: v for k, v in base.options.items() if k in known}
         cfg = base.replace(algorithm=name, models=models, options=own)
+        if profile is not None:
+            from .profiles import apply_profile
+
+            known = {f for f in ALGORITHMS[name].Options.__dataclass_fields__}
+            cfg, note = apply_profile(cfg, profile[0], keep=set(profile[1]) | {"rounds"},
+                                      keep_options={k for k in profile[2] if k in known})
+            if notes is not None:
+                notes.append(note)
         cfg.validate()
         configs.append(cfg)
     return configs
@@ -54,10 +65,10 @@ def comparison_configs(base: ExperimentConfig, algorithms: list[str],
 
 def run_comparison(base: ExperimentConfig, algorithms: list[str], out: str | Path | None,
                    on_round: Callable[[str, object], None] | None = None,
-                   should_stop: Callable[[], bool] | None = None) -> dict[str, dict]:
+                   should_stop: Callable[[], bool] | None = None, profile: tuple | None = None) -> dict[str, dict]:
     from .experiment import Experiment, Setup
 
-    configs = comparison_configs(base, algorithms)
+    configs = comparison_configs(base, algorithms, profile=profile)
     setup = Setup.build(configs[0])  # identical clients for every algorithm
     results = {}
     for cfg in configs:

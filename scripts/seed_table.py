@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cfl_core.cli.run_cmd import add_experiment_flags, config_from_args  # noqa: E402
+from cfl_core.cli.run_cmd import add_experiment_flags, config_from_args, profile_request  # noqa: E402
 from cfl_core.compare import run_comparison  # noqa: E402
 from cfl_core.protocols import PROTOCOLS, reported_accuracy  # noqa: E402
 from cfl_core.records import load_run  # noqa: E402
@@ -62,8 +62,9 @@ def main(argv=None) -> int:
             overrides = {"partition": partition, "seed": seed}
             if partition in cluster_override:
                 overrides["clusters"] = int(cluster_override[partition])
-            base = config_from_args(args, validate=False, algorithm=algorithms[0], **overrides)
-            results = run_comparison(base, algorithms, Path(args.out) / partition / f"seed{seed}")
+            base = config_from_args(args, validate=False, profile=False, algorithm=algorithms[0], **overrides)
+            results = run_comparison(base, algorithms, Path(args.out) / partition / f"seed{seed}",
+                                     profile=profile_request(args))
             for name, summary in results.items():
                 per_algo[name].append(summary)
                 print(f"{partition} seed {seed} {name}: acc {summary['final_accuracy']} ARI {summary['final_ari']}",

@@ -250,3 +250,55 @@ def test_ifca_protocol_picks_each_test_splits_lowest_loss_model_and_tables_name_
     assert markdown.startswith("Reported accuracy: protocol `ifca`") and "reported_accuracy,protocol" in csv_text
     plain, _ = _records(algorithm="ifca", models=2, rounds=1)
     assert "test_machine_accuracy" not in plain[0].extras  # only when asked: the default records are unchanged
+
+
+# -- profiles "as in the paper" / "as in the authors' code" -------------------------------------------
+
+def test_profiles_set_each_papers_training_and_keep_the_clients_and_what_was_given():
+    from cfl_core.compare import comparison_configs
+    from cfl_core.profiles import FULL_BATCH, apply_profile
+
+    base = ExperimentConfig(**SMALL, algorithm="ifca", models=2, lr=0.05)
+    paper, note = apply_profile(base, "paper")
+    assert (paper.momentum, paper.local_epochs, paper.batch_size, paper.optimizer) == (0.0, 10, FULL_BATCH, "sgd")
+    assert paper.options["weighting"] == "uniform" and paper.protocol == "ifca" and "IFCA" in note
+    assert paper.data_key() == base.data_key()  # a profile never changes which clients exist
+    kept, _ = apply_profile(base, "paper", keep={"lr"}, keep_options={"weighting"})
+    assert kept.lr == 0.05 and "weighting" not in kept.options
+    same, note = apply_profile(base.replace(algorithm="fedavg"), "paper")
+    assert same == base.replace(algorithm="fedavg") and note.startswith("no paper profile")
+    cfl, _ = apply_profile(base.replace(algorithm="cfl", models=None), "authors-code")
+    assert cfl.options["optimizer_state"] == "persistent" and cfl.options["lr_decay"] == 0.99
+    assert cfl.options["gamma_check"] is False and cfl.options["bipartition"] == "complete"
+    configs = comparison_configs(base, ["clove", "ifca", "fedavg"], profile=("paper", set(), set()))
+    assert [c.optimizer for c in configs] == ["adam", "sgd", "sgd"]
+    assert {c.rounds for c in configs} == {base.rounds}  # one round count for every algorithm compared
+    for c in configs:
+        c.validate()
+
+
+def test_cli_profile_is_under_the_flags_given(tmp_path):
+    from cfl_core.cli import main
+    from cfl_core.records import load_run
+
+    assert main(["run", "--dataset", "digits", "--clusters", "2", "--clients-per-cluster", "2",
+                 "--samples-per-client", "20", "--algorithm", "clove", "--models", "2", "--profile", "paper",
+                 "--rounds", "2", "--lr", "0.02", "--option", "freeze=true", "--device", "cpu",
+                 "--out", str(tmp_path / "r")]) == 0
+    config = load_run(tmp_path / "r").config
+    assert config["optimizer"] == "adam" and config["batch_size"] == 100 and config["lr"] == 0.02
+    assert config["rounds"] == 2 and config["options"]["freeze"] is True
+    assert config["options"]["first_assignment"] == "random"
+
+
+def test_clove_without_freezing_keeps_clustering_and_cfl_without_gamma_check_splits():
+    records, _ = _records(partition="label-skew-1", algorithm="clove", models=2, rounds=6,
+                          options={"first_assignment": "evaluation", "freeze": False})
+    assert all(r.phase == "clustering" for r in records)
+    options = {"warmup_rounds": 1, "eps1": 50.0, "eps2": 0.0, "gamma_max": 0.99}
+    refused, _ = _records(partition="concept-shift", algorithm="cfl", rounds=3, options=options)
+    accepted, _ = _records(partition="concept-shift", algorithm="cfl", rounds=3,
+                           options={**options, "gamma_check": False})
+    events = [e for r in refused for e in r.extras.get("split_events", [])]
+    assert events and not any(e["accepted"] for e in events)
+    assert any(e["accepted"] for r in accepted for e in r.extras.get("split_events", []))

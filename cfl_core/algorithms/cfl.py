@@ -136,6 +136,9 @@ class CFLOptions(WeightingOptions):
                                   help="the paper: a cluster needs more than 2 participants to split")
     gamma_max: float = setting(0.6, Interval(0, 1, low_open=True), label="gamma max", step=0.05,
                                help="accept a split only if gamma_max < sqrt((1 - alpha_cross_max) / 2)")
+    gamma_check: bool = setting(True, label="gamma check",
+                                help="accept a split only if it passes the paper's gamma_max check (the authors' "
+                                     "code never checks)")
     bipartition: str = setting("optimal", Choice(BIPARTITIONS), label="Bipartition",
                                help="optimal: the paper's Algorithm 1; complete: the authors' code (complete "
                                     "linkage)")
@@ -340,7 +343,7 @@ class CFL(Algorithm):
             ids = participants[pos].tolist()
             sub = sim[np.ix_(pos.numpy(), pos.numpy())]
             part1, part2, alpha = split_clients(ids, sub, self.opts.bipartition)
-            accepted = gamma_check(self.opts.gamma_max, alpha)
+            accepted = gamma_check(self.opts.gamma_max, alpha) or not self.opts.gamma_check
             event = {"round": round_index, "cluster": k, "children": [part1, part2],
                      "alpha_cross_max": round(alpha, 5), "gamma_bound": round(gamma_bound(alpha), 5),
                      "gamma_max": self.opts.gamma_max, "mean_norm": round(mean_norm, 5),

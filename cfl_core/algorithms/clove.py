@@ -57,6 +57,9 @@ class CloveOptions(InitOptions):
                                        none_means="stable_rounds + 1",
                                        help="the authors' count: a client is stable after this many identical "
                                             "consecutive assignments (their code: 3); overrides stable_rounds")
+    freeze: bool = setting(True, label="Freeze once stable",
+                           help="stop clustering once stable_share of the participants are stable (the paper's "
+                                "accuracy tables ran without it)")
     match_on: str = setting("embedding", Choice(MATCH_ON), label="Matching cost on",
                             help="embedding: the cost sums what was clustered (square roots under SLV, as the "
                                  "authors' code); raw: the plain losses")
@@ -256,7 +259,8 @@ class Clove(Algorithm):
         self.assign[participants] = new
         stable = self.unchanged[participants] >= self.unchanged_needed
         extras["stable_share"] = float(stable.float().mean()) if len(participants) else 0.0
-        if not self.frozen and phase == "clustering" and extras["stable_share"] >= self.opts.stable_share:
+        if (self.opts.freeze and not self.frozen and phase == "clustering"
+                and extras["stable_share"] >= self.opts.stable_share):
             self.frozen = True
             extras["frozen_after"] = round_index  # no loss vectors from the next round on
 

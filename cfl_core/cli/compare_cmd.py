@@ -5,21 +5,21 @@ from pathlib import Path
 
 from ..compare import compare_table, run_comparison
 from ..errors import ConfigError
-from .run_cmd import ProgressBar, add_experiment_flags, config_from_args, summary_line
+from .run_cmd import ProgressBar, add_experiment_flags, config_from_args, profile_request, summary_line
 
 
 def run(args) -> int:
     names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if not names:
         raise ConfigError("algorithms", args.algorithms, "a comma-separated list such as clove,ifca,fedavg,oracle")
-    base = config_from_args(args, validate=False, algorithm=names[0])
+    base = config_from_args(args, validate=False, profile=False, algorithm=names[0])
     out = Path(args.out)
 
     def progress(name, record):
         bars.setdefault(name, ProgressBar(base.rounds, f"{name:>8}")).update(record)
 
     bars: dict = {}
-    results = run_comparison(base, names, out, on_round=progress)
+    results = run_comparison(base, names, out, on_round=progress, profile=profile_request(args))
     for name, summary in results.items():
         print(summary_line(summary, out / name))
     markdown, csv_text = compare_table(results)
