@@ -302,3 +302,28 @@ def test_clove_without_freezing_keeps_clustering_and_cfl_without_gamma_check_spl
     events = [e for r in refused for e in r.extras.get("split_events", [])]
     assert events and not any(e["accepted"] for e in events)
     assert any(e["accepted"] for r in accepted for e in r.extras.get("split_events", []))
+
+
+def test_compare_with_a_profile_gives_each_algorithm_its_own_training(tmp_path):
+    import json
+
+    from cfl_core.cli import main
+
+    assert main(["compare", "--algorithms", "ifca,fedavg", "--dataset", "digits", "--clusters", "2",
+                 "--clients-per-cluster", "2", "--samples-per-client", "20", "--rounds", "1", "--profile", "paper",
+                 "--device", "cpu", "--out", str(tmp_path / "c")]) == 0
+    ifca = json.loads((tmp_path / "c" / "ifca" / "config.json").read_text())
+    fedavg = json.loads((tmp_path / "c" / "fedavg" / "config.json").read_text())
+    assert ifca["momentum"] == 0.0 and ifca["protocol"] == "ifca" and ifca["options"]["weighting"] == "uniform"
+    assert fedavg["momentum"] == 0.9 and fedavg["protocol"] == "clove"  # no profile for FedAvg: unchanged
+    assert ifca["rounds"] == fedavg["rounds"] == 1
+    table = (tmp_path / "c" / "compare.md").read_text()
+    assert "protocol `clove`" in table and "protocol `ifca`" in table
+
+
+def test_sweep_tables_name_their_protocol():
+    from cfl_core.sweep.tables import protocol_note, protocols_in, summary_markdown
+
+    assert protocols_in([{"protocol": "ifca"}, {"protocol": ""}]) == ["clove", "ifca"]
+    text = summary_markdown("x", "", "cmd", "| a |\n|---|\n", [], {"points": 1}, ["flexcfl"])
+    assert protocol_note(["flexcfl"]) in text and "FlexCFL" in text
