@@ -21,7 +21,8 @@ def test_an_algorithm_without_setup_or_run_round_cannot_be_made():
 
 
 def test_only_local_only_keeps_a_model_per_client():
-    assert {name for name, cls in ALGORITHMS.items() if cls.one_model_per_client} == {"local"}
+    assert {name for name, cls in ALGORITHMS.items() if cls.one_model_per_client} == {"local", "fedproto", "fedala",
+                                                                                       "fedpac"}
 
 
 def test_the_estimate_sizes_model_memory_by_the_class_attribute(monkeypatch):

@@ -327,3 +327,21 @@ def test_sweep_tables_name_their_protocol():
     assert protocols_in([{"protocol": "ifca"}, {"protocol": ""}]) == ["clove", "ifca"]
     text = summary_markdown("x", "", "cmd", "| a |\n|---|\n", [], {"points": 1}, ["flexcfl"])
     assert protocol_note(["flexcfl"]) in text and "FlexCFL" in text
+
+
+def test_protocol_table_gives_a_row_per_algorithm_and_protocol(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "protocol_table.py"
+    spec = importlib.util.spec_from_file_location("protocol_table", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for seed in (0, 1):
+        exp = Experiment(ExperimentConfig(**SMALL, algorithm="ifca", models=2, rounds=2, seed=seed, protocol="ifca"),
+                         out_dir=tmp_path / f"seed{seed}" / "ifca")
+        exp.run()
+    rows = module.protocol_rows(tmp_path)
+    assert [r.split(" | ")[:2] for r in rows[2:]] == [["| ifca", "`clove`"], ["| ifca", "`flexcfl`"],
+                                                      ["| ifca", "`ifca`"]]
+    assert all(r.endswith("| 2 |") for r in rows[2:])

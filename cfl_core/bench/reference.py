@@ -26,8 +26,8 @@ class SequentialEngine(Engine):
         clients = clients.cpu()
         sched = schedule if schedule is not None else self.schedule(clients, stream, train)
         part = memory.rows(clients) if memory is not None else None
-        params, loss = train_sequential(self.spec, start, self.fed, clients, sched, train, objective=objective,
-                                        memory=part)
+        extra = {name: v for name, v in (("objective", objective), ("memory", part)) if v is not None}
+        params, loss = train_sequential(self.spec, start, self.fed, clients, sched, train, **extra)
         if part is not None:
             memory.store(clients, part)
         return params, loss.cpu()
