@@ -191,8 +191,8 @@ def test_ifca_authors_restart_rule_meets_its_threshold():
 
 def test_flexcfl_cold_starts_a_client_when_first_selected():
     base = dict(partition="label-skew-1", clusters=2, clients_per_cluster=6, algorithm="flexcfl", models=2,
-                rounds=3, options={"alpha": 1.0})
-    at_setup = {**base, "options": {"alpha": 1.0, "client_cold_start": "setup"}}
+                rounds=3, options={"alpha": 1.0, "client_cold_start": "first-selected"})
+    at_setup = {**base, "options": {"alpha": 1.0}}  # the default
     first, _ = _records(**base)
     setup, _ = _records(**at_setup)
     for a, b in zip(first, setup):  # full participation: the same records either way

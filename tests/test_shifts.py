@@ -161,9 +161,12 @@ def test_every_algorithm_runs_under_the_shift_with_newcomers(shift, options):
         exp = Experiment(cfg)
         records = list(exp)
         assert len(records) == 3, name
-        assert all(a >= 0 for a in records[-1].assignments), name  # everyone placed, newcomers included
+        if not cls.one_model_per_client:  # a personalised model exists once its client has trained
+            assert all(a >= 0 for a in records[-1].assignments), name  # everyone placed, newcomers included
         assert records[2].extras["newcomers"], name
-        assert records[-1].accuracy is not None and records[-1].ari is not None, name
+        assert records[-1].accuracy is not None, name
+        # ARI is null (never 0) for an algorithm that forms no clusters (personalised FL)
+        assert (records[-1].ari is not None) == cls.has_clusters, name
         assert records[-1].true_clusters == exp.true_clusters.tolist()
         if shift != "incremental":
             assert any(r.extras.get("shift_events") for r in records), name

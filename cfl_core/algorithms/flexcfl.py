@@ -20,10 +20,12 @@ the subset, or a newcomer) pre-trains from the initial model the same way and
 joins the group whose stored direction is closest in cosine dissimilarity
 (1 - cos) / 2. The stored directions are those of the cold start (FlexCFL's
 code; FedGroup's code compared with each group's latest update instead).
-As in the authors' code this happens in the round the client is first
-selected (`client_cold_start=first-selected`; until then it has no group and
-is not evaluated); `setup` cold-starts every present client at set-up and a
-newcomer when it joins. Under full participation both give the same records.
+By default (`client_cold_start=setup`) every present client is cold-started
+at set-up and a newcomer when it joins, so every client has a group and is
+evaluated from round 0; the authors' code cold-starts a client in the round
+it is first selected (`client_cold_start=first-selected`: until then it has
+no group and is not evaluated). Under full participation both give the same
+records.
 
 Every round the groups train by FedAvg inside each group (the engine's
 train_and_aggregate). Inter-group aggregation with rate `eta_g` (0: purely
@@ -69,7 +71,7 @@ from .base import Algorithm, RoundOutcome, WeightingOptions
 
 MEASURES = ("edc", "madc")
 INTER_GROUP = ("updates", "models")
-COLD_STARTS = ("first-selected", "setup")
+COLD_STARTS = ("setup", "first-selected")
 
 
 @dataclass(frozen=True)
@@ -87,10 +89,11 @@ class FedGroupOptions(WeightingOptions):
                            help="inter-group aggregation rate; 0 = pluralistic groups (no mixing)")
     inter_group: str = setting("updates", Choice(INTER_GROUP), label="Inter-group form",
                                help="updates: the papers' form; models: the authors' code")
-    client_cold_start: str = setting("first-selected", Choice(COLD_STARTS), label="Client cold start",
-                                     help="first-selected: a client outside the group cold start (or a newcomer) "
-                                          "is cold-started in the first round it takes part (the authors' code); "
-                                          "setup: every present client at set-up, a newcomer when it joins")
+    client_cold_start: str = setting("setup", Choice(COLD_STARTS), label="Client cold start",
+                                     help="setup: every present client at set-up, a newcomer when it joins (every "
+                                          "client has a group and is evaluated); first-selected: a client outside "
+                                          "the group cold start (or a newcomer) is cold-started in the first round "
+                                          "it takes part (the authors' code)")
 
 
 @dataclass(frozen=True)
