@@ -180,6 +180,12 @@ class Experiment:
         truth = self.true_clusters[placed].numpy()
         labels = model_of[placed].numpy()
         all_extras = {**extras, **outcome.extras}
+        if self.config.protocol == "ifca" and self.algorithm.has_clusters and not self.algorithm.one_model_per_client:
+            from .protocols import TEST_MACHINE_KEY, test_machine_accuracy
+
+            # every joined client's test split is a test machine, with or without a model of its own
+            all_extras[TEST_MACHINE_KEY] = test_machine_accuracy(self.engine, models,
+                                                                 torch.nonzero(joined).squeeze(1))
         scored = self.algorithm.has_clusters and self.cluster_truth
         if not scored:
             # no clusters to score (a personalised algorithm) or no truth to score them against (natural
@@ -234,7 +240,7 @@ class Experiment:
         return self.close(FINISHED)
 
     def summary(self, status: str) -> dict:
-        return summarize(self.config.algorithm, self.records, status)
+        return summarize(self.config.algorithm, self.records, status, self.config.protocol)
 
     def close(self, status: str | None = None) -> dict:
         """Write summary.json; the status is finished when every round ran, else stopped."""

@@ -16,7 +16,7 @@ import torch
 
 from ..engine.seeding import derive_seed, numpy_rng
 from ..errors import ConfigError
-from ..settings import Interval, parse, setting
+from ..settings import Choice, Interval, parse, setting
 
 
 @dataclass(frozen=True)
@@ -29,14 +29,46 @@ class AlgorithmOptions:
 
 NoOptions = AlgorithmOptions  # an algorithm without options of its own
 
+WEIGHTINGS = ("samples", "uniform")
+
 
 @dataclass(frozen=True)
-class InitOptions(AlgorithmOptions):
+class WeightingOptions(AlgorithmOptions):
+    """The averaging weights of an algorithm that averages its clients' models or updates."""
+
+    weighting: str = setting("samples", Choice(WEIGHTINGS), label="Averaging weights",
+                             help="samples: a client counts by its training sample count (FedAvg's form); "
+                                  "uniform: every client counts the same (IFCA's and Sattler's code)")
+
+
+RESTART_RULES = ("half-share", "authors")
+# IFCA's CIFAR code (find_good_initializer): the least share of the clients every model must win, by K;
+# it defines no other K (its MNIST code has no restarts at all)
+AUTHORS_RESTART_SHARE = {1: 0.0, 2: 0.35, 4: 0.10}
+
+
+def restart_threshold(rule: str, models: int) -> tuple[float, str | None]:
+    """(least share of the round-0 clients every model must win, a note when the rule has no value for K)."""
+    if rule == "authors":
+        if models in AUTHORS_RESTART_SHARE:
+            return AUTHORS_RESTART_SHARE[models], None
+        return 1 / (2 * models), (f"IFCA's code defines restart thresholds only for K = 1, 2, 4; "
+                                  f"K = {models} uses 1/(2K)")
+    return 1 / (2 * models), None
+
+
+@dataclass(frozen=True)
+class InitOptions(WeightingOptions):
     """Options of the initialisation modes shared by IFCA, CLoVE and FeSEM."""
 
+    restart_rule: str = setting(
+        "half-share", Choice(RESTART_RULES), label="Restart: threshold rule",
+        help="init=restarts: half-share: every model wins >= 1/(2K) of the clients; authors: IFCA's code, "
+             ">= 0.10 for K = 4, >= 0.35 for K = 2 (1/(2K) for other K)")
     restart_min_share: float | None = setting(
-        None, Interval(0, 1, low_open=True), label="Restart: least share per model", none_means="1/(2K)",
-        help="init=restarts: redraw the models until each wins at least this share of the clients at round 0")
+        None, Interval(0, 1, low_open=True), label="Restart: least share per model", none_means="the rule's",
+        help="init=restarts: redraw the models until each wins at least this share of the clients at round 0 "
+             "(overrides the threshold rule)")
     restart_attempts: int = setting(50, Interval(1), label="Restart: most draws",
                                     help="init=restarts: give up after this many draws and keep the best")
 
@@ -173,7 +205,9 @@ class Algorithm(ABC):
         first = torch.stack([spec.init(seed, "model", j) for j in range(count)]).to(device)
         if self.cfg.init == "different":
             return first, {}
-        min_share = self.opts.restart_min_share or 1 / (2 * count)
+        min_share, note = restart_threshold(self.opts.restart_rule, count)
+        if self.opts.restart_min_share is not None:
+            min_share, note = self.opts.restart_min_share, None
         best, best_share = first, -1.0
         for attempt in range(self.opts.restart_attempts):
             models = first if attempt == 0 else torch.stack(
@@ -185,7 +219,10 @@ class Algorithm(ABC):
             if share > best_share:
                 best, best_share = models, share
             if share >= min_share:
-                return models, {"init_attempts": attempt + 1, "init_min_share": share}
+                extras = {"init_attempts": attempt + 1, "init_min_share": share}
+                if note:
+                    extras["init_note"] = note
+                return models, extras
         extras = {"init_attempts": self.opts.restart_attempts, "init_min_share": best_share}
         extras["init_note"] = f"no draw gave every model {min_share:.3g} of the clients; kept the best"
         return best, extras

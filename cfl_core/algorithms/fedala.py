@@ -45,11 +45,11 @@ import torch
 from ..engine import aggregate
 from ..errors import ConfigError
 from ..settings import Interval, setting
-from .base import Algorithm, AlgorithmOptions, RoundOutcome
+from .base import Algorithm, RoundOutcome, WeightingOptions
 
 
 @dataclass(frozen=True)
-class FedALAOptions(AlgorithmOptions):
+class FedALAOptions(WeightingOptions):
     eta: float = setting(1.0, Interval(0, low_open=True), label="Weight learning rate (eta)", step=0.1,
                          help="step size of the element-wise aggregation weights")
     share: float = setting(0.8, Interval(0, 1, low_open=True), label="Share of local data for ALA", step=0.05,
@@ -113,7 +113,7 @@ class FedALA(Algorithm):
         trained, train_loss = self.engine.federated_train(start, participants, torch.arange(len(participants)),
                                                           round_index)
         self.local[participants] = trained.to(self.local.device)
-        self.global_model = aggregate.weighted_mean(trained, self.engine.weights(participants))[None]
+        self.global_model = aggregate.weighted_mean(trained, self.engine.weights(participants, self.opts.weighting))[None]
         self.assign[participants] = participants
         mixed_w = weights[:, self.mixed.to(weights.device)]
         extras = {"ala_passes": taken.tolist(), "mean_weight": float(mixed_w.mean()) if mixed_w.numel() else None}

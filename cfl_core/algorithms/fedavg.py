@@ -1,13 +1,14 @@
 """FedAvg: one global model for everyone — what non-IID data breaks."""
 from __future__ import annotations
 
-from .base import Algorithm, RoundOutcome
+from .base import Algorithm, RoundOutcome, WeightingOptions
 
 
 class FedAvg(Algorithm):
     name = "fedavg"
     label = "FedAvg"
     summary = "One global model averaged over all clients (the non-clustered baseline)."
+    Options = WeightingOptions
 
     def setup(self, clients):
         self.models = self.base_model()[None].clone()
@@ -23,5 +24,6 @@ class FedAvg(Algorithm):
 
     def run_round(self, round_index, participants):
         self.models, train_loss = self.engine.train_and_aggregate(
-            self.models, participants, self.assign[participants], round_index, objective=self.objective())
+            self.models, participants, self.assign[participants], round_index, objective=self.objective(),
+            weighting=self.opts.weighting)
         return RoundOutcome("training", None, train_loss)

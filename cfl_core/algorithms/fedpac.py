@@ -65,7 +65,7 @@ from ..engine import aggregate
 from ..engine.objective import Objective, lr_scales
 from ..engine.training import TrainConfig
 from ..settings import Interval, setting
-from .base import Algorithm, AlgorithmOptions, RoundOutcome
+from .base import Algorithm, RoundOutcome, WeightingOptions
 from .fedproto import aggregate_prototypes
 
 SMALL_WEIGHT = 1e-3
@@ -74,7 +74,7 @@ HEAD_LR_SCALE = {"cnn": 0.3}
 
 
 @dataclass(frozen=True)
-class FedPACOptions(AlgorithmOptions):
+class FedPACOptions(WeightingOptions):
     lam: float = setting(1.0, Interval(0), label="Feature alignment (lambda)", step=0.1,
                          help="weight of MSE(f(x), global prototype of y) while the extractor trains")
     head_epochs: int = setting(2, Interval(1), label="Head epochs", help="epochs of head-only training first")
@@ -160,7 +160,7 @@ class FedPAC(Algorithm):
                                                           objective=objective)
         stats = self.engine.upload_feature_statistics(trained, participants, second_moments=True)
         # the server: extractor average, global prototypes, one head combination per participant
-        body = aggregate.weighted_mean(trained, self.engine.weights(participants))
+        body = aggregate.weighted_mean(trained, self.engine.weights(participants, self.opts.weighting))
         self.prototypes, self.known = aggregate_prototypes(stats.mean, stats.count, self.prototypes, self.known)
         alpha = torch.as_tensor(combination_weights(stats.mean, stats.count, stats.sq_norm), dtype=trained.dtype)
         heads = alpha.to(trained.device) @ trained[:, self.head.to(trained.device)]

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 
 from ..engine.objective import Objective
 from ..settings import Interval, setting
-from .base import AlgorithmOptions
+from .base import WeightingOptions
 from .fedavg import FedAvg
 
 
 @dataclass(frozen=True)
-class FedProxOptions(AlgorithmOptions):
+class FedProxOptions(WeightingOptions):
     mu: float = setting(0.01, Interval(0), label="Proximal weight (mu)", step=0.01,
                         help="local loss + mu/2 ||w - w_global||^2; 0 is FedAvg")
 

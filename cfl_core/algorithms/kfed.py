@@ -47,11 +47,11 @@ from sklearn.cluster import KMeans
 
 from ..engine.seeding import derive_seed
 from ..settings import Interval, setting
-from .base import Algorithm, AlgorithmOptions, RoundOutcome
+from .base import Algorithm, RoundOutcome, WeightingOptions
 
 
 @dataclass(frozen=True)
-class KFedOptions(AlgorithmOptions):
+class KFedOptions(WeightingOptions):
     local_k: int = setting(1, Interval(1), label="Local clusters (k')",
                            help="k-means clusters each client fits on its own inputs")
     record_centres_max: int = setting(200, Interval(0), label="Record centres up to",
@@ -97,5 +97,6 @@ class KFed(Algorithm):
 
     def run_round(self, round_index, participants):
         self.models, train_loss = self.engine.train_and_aggregate(
-            self.models, participants, self.assign[participants], round_index)
+            self.models, participants, self.assign[participants], round_index,
+            weighting=self.opts.weighting)
         return RoundOutcome("training", None, train_loss)

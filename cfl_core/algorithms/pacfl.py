@@ -66,13 +66,13 @@ from scipy.spatial.distance import squareform
 from ..engine.summaries import ANGLE_MEASURES, angle_matrix
 from ..errors import ConfigError
 from ..settings import Choice, Interval, setting
-from .base import Algorithm, AlgorithmOptions, RoundOutcome
+from .base import Algorithm, RoundOutcome, WeightingOptions
 
 LINKAGES = ("weighted", "average", "complete", "single")
 
 
 @dataclass(frozen=True)
-class PACFLOptions(AlgorithmOptions):
+class PACFLOptions(WeightingOptions):
     p: int = setting(3, Interval(1), label="Singular vectors (p)", help="top left singular vectors each client sends")
     per_class: bool = setting(False, label="One SVD per label", help="an SVD per label the client holds (authors' code)")
     measure: str = setting("basis-pairs", Choice(tuple(ANGLE_MEASURES)), label="Angle",
@@ -139,5 +139,6 @@ class PACFL(Algorithm):
 
     def run_round(self, round_index, participants):
         self.models, train_loss = self.engine.train_and_aggregate(
-            self.models, participants, self.assign[participants], round_index)
+            self.models, participants, self.assign[participants], round_index,
+            weighting=self.opts.weighting)
         return RoundOutcome("training", None, train_loss)

@@ -40,14 +40,14 @@ from ..engine.objective import MetaStep, Objective
 from ..engine.seeding import derive_seed
 from ..engine.training import TrainConfig
 from ..settings import Choice, Interval, setting
-from .base import AlgorithmOptions
+from .base import WeightingOptions
 from .fedavg import FedAvg
 
 VARIANTS = {"fo": "none", "hf": "finite-difference"}
 
 
 @dataclass(frozen=True)
-class PerFedAvgOptions(AlgorithmOptions):
+class PerFedAvgOptions(WeightingOptions):
     alpha: float = setting(0.01, Interval(0, low_open=True), label="Inner step (alpha)", step=0.01,
                            help="the personalisation step size: w' = w - alpha * grad f(w)")
     variant: str = setting("fo", Choice(tuple(VARIANTS)), label="Variant",

@@ -16,7 +16,7 @@ from .federation import Federation
 from .models import ModelSpec, per_sample_correct, per_sample_loss
 from .objective import Objective
 from .traffic import TrafficLedger
-from .training import (BatchSchedule, TrainConfig, batch_schedule, full_gradients, learn_mixing, masked_mean,
+from .training import (BatchSchedule, OptimizerMemory, TrainConfig, batch_schedule, full_gradients, learn_mixing, masked_mean,
                        train_batched)
 
 AGGREGATIONS = ("model", "gradient")  # CLoVE's Option I (model averaging) and Option II
@@ -67,9 +67,14 @@ class Engine:
         by_cache = self.eval_samples // max(1, samples_per_client)
         return max(1, min(by_memory, by_cache))
 
-    def weights(self, clients: torch.Tensor) -> torch.Tensor:
-        """Aggregation weight of each client: its training sample count."""
-        return self.fed.n_train[clients.to(self.fed.device)].to(torch.float32)
+    def weights(self, clients: torch.Tensor, weighting: str = "samples") -> torch.Tensor:
+        """Aggregation weight of each client: its training sample count (`samples`), or 1 (`uniform`)."""
+        counts = self.fed.n_train[clients.to(self.fed.device)].to(torch.float32)
+        if weighting == "uniform":
+            return torch.ones_like(counts)
+        if weighting != "samples":
+            raise ValueError(f"weighting {weighting!r}: samples or uniform")
+        return counts
 
     # -- local training -----------------------------------------------------
     def schedule(self, clients: torch.Tensor, stream: int, train: TrainConfig | None = None) -> BatchSchedule:
@@ -80,8 +85,8 @@ class Engine:
 
     def train_without_exchange(self, start: torch.Tensor, clients: torch.Tensor, round_index: int,
                                train: TrainConfig | None = None, stream: int | None = None,
-                               schedule: BatchSchedule | None = None, objective: Objective | None = None
-                               ) -> tuple[torch.Tensor, torch.Tensor]:
+                               schedule: BatchSchedule | None = None, objective: Objective | None = None,
+                               memory: OptimizerMemory | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Train start[i] on client clients[i]; returns (params [P, D], mean train loss [P]).
 
         Nothing is sent or received: only for models that never leave the client
@@ -90,7 +95,9 @@ class Engine:
         `stream` names the minibatch random stream (default: the round index), so
         extra training outside the rounds draws batches of its own. `schedule`, when
         given, is `self.schedule(clients, stream, train)` already drawn. `objective`
-        adds the terms of `objective.py` (rows follow `clients`).
+        adds the terms of `objective.py` (rows follow `clients`). `memory` (one row per client of the
+        federation, `OptimizerMemory.zeros`): each client's optimiser continues from its row and leaves
+        its state there (persistent optimiser state); None: a fresh optimiser per call.
         """
         train = train or self.train_cfg
         stream = round_index if stream is None else stream
@@ -103,15 +110,20 @@ class Engine:
         chunk = self._train_chunk()
         for lo in range(0, len(clients), chunk):
             hi = min(lo + chunk, len(clients))
+            part = memory.rows(clients[lo:hi]) if memory is not None else None
             _, loss = train_batched(self.spec, start[lo:hi], self.fed, clients[lo:hi], schedule.rows(lo, hi),
                                     train, out=result[lo:hi],
-                                    objective=objective.rows(lo, hi) if objective is not None else None)
+                                    objective=objective.rows(lo, hi) if objective is not None else None,
+                                    memory=part)
+            if part is not None:
+                memory.store(clients[lo:hi], part)
             losses.append(loss)
         return result, (torch.cat(losses).cpu() if losses else torch.zeros(0))
 
     def federated_train(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor,
                         round_index: int, train: TrainConfig | None = None, stream: int | None = None,
-                        objective: Objective | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                        objective: Objective | None = None, memory: OptimizerMemory | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
         """Send `models[model_of[i]]` to client `clients[i]`, train it there and receive the result.
 
         Returns (trained params [P, D], mean train loss [P]); the caller derives an
@@ -124,7 +136,7 @@ class Engine:
         self.traffic.receive_models(len(clients))
         start = models.to(self.fed.device)[model_of.to(self.fed.device)]
         return self.train_without_exchange(start, clients, round_index, train=train, stream=stream,
-                                           objective=objective)
+                                           objective=objective, memory=memory)
 
     def local_train(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor, round_index: int,
                     train: TrainConfig | None = None, stream: int | None = None,
@@ -190,9 +202,11 @@ class Engine:
                             threshold, window)
 
     def train_and_aggregate(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor,
-                            round_index: int, objective: Objective | None = None
+                            round_index: int, objective: Objective | None = None, weighting: str = "samples"
                             ) -> tuple[torch.Tensor, torch.Tensor]:
         """One federated round for every model: clients train from their model, the server averages.
+
+        `weighting` as in `weights`: by sample count (FedAvg) or every client alike (IFCA's code).
 
         `model_of[i]` is the model client `clients[i]` trains. Models nobody trained stay as they were.
         Returns (new models [K, D], mean train loss per client [P]). Memory is bounded by chunking.
@@ -213,7 +227,7 @@ class Engine:
         schedule = self.schedule(clients, round_index) if self.aggregation != "gradient" else None
         for lo in range(0, len(clients), chunk):
             ids, owners = clients[lo : lo + chunk], model_of[lo : lo + chunk]
-            w = self.weights(ids)
+            w = self.weights(ids, weighting)
             if self.aggregation == "gradient":
                 contribution = full_gradients(self.spec, models[owners], self.fed, ids)
                 losses.append(torch.full((len(ids),), float("nan")))

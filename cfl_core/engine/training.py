@@ -33,6 +33,38 @@ class TrainConfig:
 
 
 @dataclass
+class OptimizerMemory:
+    """Optimiser state kept per client from one local training to the next (CFL's `optimizer_state=persistent`).
+
+    Rows are in the flat parameter layout [rows, D]: SGD's momentum buffer (Adam's first moment), Adam's
+    second moment and step count. `zeros(N, ...)` makes one row per client of the federation; `rows(ids)`
+    copies some clients' rows out and `store(ids, part)` writes them back.
+    """
+
+    first: torch.Tensor  # [rows, D]
+    second: torch.Tensor | None  # [rows, D] (Adam only)
+    steps: torch.Tensor  # [rows] Adam's step count t
+
+    @classmethod
+    def zeros(cls, rows: int, dim: int, optimizer: str, device) -> "OptimizerMemory":
+        adam = optimizer == "adam"
+        return cls(torch.zeros(rows, dim, device=device),
+                   torch.zeros(rows, dim, device=device) if adam else None, torch.zeros(rows, device=device))
+
+    def rows(self, ids: torch.Tensor) -> "OptimizerMemory":
+        ids = ids.to(self.first.device)
+        return OptimizerMemory(self.first[ids].clone(), None if self.second is None else self.second[ids].clone(),
+                               self.steps[ids].clone())
+
+    def store(self, ids: torch.Tensor, part: "OptimizerMemory") -> None:
+        ids = ids.to(self.first.device)
+        self.first[ids] = part.first.to(self.first.device)
+        if self.second is not None:
+            self.second[ids] = part.second.to(self.first.device)
+        self.steps[ids] = part.steps.to(self.first.device)
+
+
+@dataclass
 class BatchSchedule:
     """idx[s, i, b]: row of client i's data used at step s; valid marks real samples."""
 
@@ -136,6 +168,24 @@ class _BatchedOptimizer:
         self.bufs = [torch.zeros(rows, *s.shape, device=params.device) for s in spec.slots]
         self.sqs = ([torch.zeros_like(b) for b in self.bufs] if cfg.optimizer == "adam" else None)
         self.t = torch.zeros(rows, device=params.device)
+
+    def load(self, memory: OptimizerMemory) -> None:
+        """Start from the state a previous training left (`OptimizerMemory` rows of these clients)."""
+        rows = self.t.shape[0]
+        for i, slot in enumerate(self.spec.slots):
+            self.bufs[i].view(rows, -1).copy_(memory.first[:, slot.offset : slot.offset + slot.size])
+            if self.sqs is not None:
+                self.sqs[i].view(rows, -1).copy_(memory.second[:, slot.offset : slot.offset + slot.size])
+        self.t.copy_(memory.steps)
+
+    def save(self, memory: OptimizerMemory) -> None:
+        """Write the state after training back into `memory` (same rows as `load`)."""
+        rows = self.t.shape[0]
+        for i, slot in enumerate(self.spec.slots):
+            memory.first[:, slot.offset : slot.offset + slot.size] = self.bufs[i].view(rows, -1)
+            if self.sqs is not None:
+                memory.second[:, slot.offset : slot.offset + slot.size] = self.sqs[i].view(rows, -1)
+        memory.steps.copy_(self.t)
 
     def fold_momentum(self, active: torch.Tensor) -> bool:
         """May this step's gradients be accumulated straight into the momentum buffers?
@@ -278,12 +328,15 @@ class _Batches:
 
 def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients: torch.Tensor,
                   schedule: BatchSchedule, cfg: TrainConfig, out: torch.Tensor | None = None,
-                  objective: Objective | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  objective: Objective | None = None, memory: OptimizerMemory | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Train `start[i]` on client `clients[i]` for every i at once.
 
     Returns (trained params [P, D], mean minibatch training loss per client [P]). With `out`
     (contiguous rows [P, D] on the device) the training happens in it and it is returned.
     `objective` adds the terms of `objective.py` (None: the plain loss, the fast path unchanged).
+    `memory` (rows following `clients`): the optimiser starts from this state and leaves its
+    final state in it; None: a fresh optimiser (the default of every algorithm).
     """
     device = fed.device
     if out is None:
@@ -296,6 +349,10 @@ def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients
     if objective is not None:
         objective = objective.to(device)
     opt = _BatchedOptimizer(cfg, params, spec, objective.lr_scale if objective is not None else None)
+    if memory is not None:
+        if objective is not None and objective.meta is not None:
+            raise ValueError("a meta step keeps no optimiser state across rounds")
+        opt.load(memory)
     if objective is not None and objective.meta is not None:
         return _train_meta(spec, params, fed, clients, schedule, opt, objective)
     valid = schedule.valid.to(device)
@@ -313,6 +370,8 @@ def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients
                 grads = _add_prox(spec, grads, params, anchor, objective.prox_mu, opt, folded)
             opt.step(params, grads, active[s], folded)
             loss_sum += client_loss.detach()
+    if memory is not None:
+        opt.save(memory)
     steps_taken = active.sum(0).clamp(min=1)
     return params, loss_sum / steps_taken
 
@@ -508,13 +567,43 @@ def _reference_meta(spec: ModelSpec, start_row: torch.Tensor, fed: Federation, c
     return spec.flatten_module(module), sum(losses) / max(1, len(losses))
 
 
+def _reference_load_state(spec: ModelSpec, module, opt, cfg: TrainConfig, memory: OptimizerMemory, i: int) -> None:
+    """Put row i of `memory` into torch.optim's own state (momentum_buffer; Adam's exp_avg, exp_avg_sq, step)."""
+    params = dict(module.named_parameters())
+    for slot in spec.slots:
+        p = params[slot.name]
+        first = memory.first[i, slot.offset : slot.offset + slot.size].view(slot.shape).clone()
+        if cfg.optimizer == "sgd":
+            if cfg.momentum:
+                opt.state[p]["momentum_buffer"] = first
+        elif float(memory.steps[i]) > 0:
+            second = memory.second[i, slot.offset : slot.offset + slot.size].view(slot.shape).clone()
+            opt.state[p].update(step=memory.steps[i].detach().clone().float().cpu(), exp_avg=first,
+                                exp_avg_sq=second)
+
+
+def _reference_save_state(spec: ModelSpec, module, opt, cfg: TrainConfig, memory: OptimizerMemory, i: int) -> None:
+    params = dict(module.named_parameters())
+    for slot in spec.slots:
+        state = opt.state.get(params[slot.name], {})
+        cut = slice(slot.offset, slot.offset + slot.size)
+        if cfg.optimizer == "sgd":
+            if state.get("momentum_buffer") is not None:
+                memory.first[i, cut] = state["momentum_buffer"].reshape(-1)
+        elif "exp_avg" in state:
+            memory.first[i, cut] = state["exp_avg"].reshape(-1)
+            memory.second[i, cut] = state["exp_avg_sq"].reshape(-1)
+            memory.steps[i] = float(state["step"])
+
+
 def train_sequential(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients: torch.Tensor,
-                     schedule: BatchSchedule, cfg: TrainConfig, objective: Objective | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+                     schedule: BatchSchedule, cfg: TrainConfig, objective: Objective | None = None,
+                     memory: OptimizerMemory | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The loop every peer tool runs: per client, an nn.Module and an optimiser, step by step.
 
     An objective's terms are written the plain way: the proximal term and the feature term added to
-    the loss before `backward()`, learning rates as torch.optim param groups, meta steps by hand."""
+    the loss before `backward()`, learning rates as torch.optim param groups, meta steps by hand.
+    `memory` (rows following `clients`) is loaded into and read back from torch.optim's state."""
     out_params, out_loss = [], []
     for i, client in enumerate(clients.tolist()):
         if objective is not None and objective.meta is not None:
@@ -525,6 +614,8 @@ def train_sequential(spec: ModelSpec, start: torch.Tensor, fed: Federation, clie
         module = spec.reference_module().to(fed.device)
         spec.load_into(module, start[i].to(fed.device))
         opt = _reference_optimizer(cfg, _reference_param_groups(spec, module, cfg, objective))
+        if memory is not None:
+            _reference_load_state(spec, module, opt, cfg, memory, i)
         anchor = None
         if objective is not None and objective.prox_mu:
             anchor = (objective.anchor[i] if objective.anchor is not None else start[i]).to(fed.device).clone()
@@ -542,6 +633,8 @@ def train_sequential(spec: ModelSpec, start: torch.Tensor, fed: Federation, clie
             total.backward()
             opt.step()
             losses.append(loss.item())
+        if memory is not None:
+            _reference_save_state(spec, module, opt, cfg, memory, i)
         out_params.append(spec.flatten_module(module))
         out_loss.append(sum(losses) / max(1, len(losses)))
     return torch.stack(out_params), torch.tensor(out_loss)

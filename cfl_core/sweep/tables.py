@@ -16,10 +16,19 @@ from typing import Any, Iterable
 from .spec import value_text
 
 SEED = "seed"
-MEASURES = ["final_accuracy", "best_accuracy", "final_loss", "final_ari", "first_round_ari_0_9", "mb_sent",
-            "seconds"]
+MEASURES = ["final_accuracy", "best_accuracy", "reported_accuracy", "final_loss", "final_ari", "first_round_ari_0_9",
+            "mb_sent", "seconds"]
+REPORTED_HEADER = "reported accuracy (%)"
 SUMMARY_HEADER = ["final accuracy (%)", "final test loss", "final ARI", "ARI = 1",
                   "first round with ARI>=0.9 (median, rounds count from 0)"]
+
+
+def protocol_note(protocols: list[str]) -> str:
+    """Which reporting protocol(s) the table's accuracy follows (cfl_core.protocols)."""
+    from ..protocols import PROTOCOL_TEXT
+
+    return ("Accuracy protocol: " + "; ".join(f"`{p}`, {PROTOCOL_TEXT.get(p, p)}" for p in protocols)
+            + ("" if protocols == ["clove"] else " (the reported accuracy column)"))
 
 
 def mean_std(values: Iterable[float | None], scale: float = 1.0, digits: int = 2) -> str:
@@ -60,6 +69,7 @@ def row_of(point, marker: dict | None, summary: dict | None) -> dict[str, Any]:
         "key": point.key, "folder": point.folder, "status": (marker or {}).get("status", "missing"),
         **{name: value_text(v) if isinstance(v, (dict, bool)) or v is None else v for name, v in point.values.items()},
         "final_accuracy": s.get("final_accuracy"), "best_accuracy": s.get("best_accuracy"),
+        "reported_accuracy": s.get("reported_accuracy"), "protocol": s.get("protocol"),
         "final_loss": s.get("final_loss"), "final_ari": s.get("final_ari"),
         "first_round_ari_0_9": s.get("first_round_ari_0_9"),
         "mb_sent": round(total / 1e6, 4) if total is not None else None,
@@ -69,7 +79,7 @@ def row_of(point, marker: dict | None, summary: dict | None) -> dict[str, Any]:
 
 
 def results_csv(swept: list[str], rows: list[dict]) -> str:
-    columns = ["key", "folder", "status", *swept, *MEASURES, "error"]
+    columns = ["key", "folder", "status", *swept, *MEASURES, "protocol", "error"]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
@@ -105,7 +115,11 @@ def summary_table(swept: list[str], points: list, summaries: dict[str, dict | No
     cells: dict[tuple, list] = {}
     for p in points:
         cells.setdefault(tuple(_cell_value(p, c) for c in columns), []).append(p)
-    lines = ["| " + " | ".join(columns + SUMMARY_HEADER) + " |", "|" + "---|" * (len(columns) + len(SUMMARY_HEADER))]
+    # a reported-accuracy column only where a run reports another paper's protocol than `clove` (whose measure
+    # is the final accuracy column itself)
+    protocols = {(summaries.get(p.key) or {}).get("protocol") or "clove" for p in points}
+    header = SUMMARY_HEADER + ([REPORTED_HEADER] if protocols - {"clove"} else [])
+    lines = ["| " + " | ".join(columns + header) + " |", "|" + "---|" * (len(columns) + len(header))]
     notes = []
     for cell, members in cells.items():
         done = [summaries[p.key] for p in members if statuses.get(p.key) == "finished" and summaries.get(p.key)]
@@ -122,18 +136,27 @@ def summary_table(swept: list[str], points: list, summaries: dict[str, dict | No
             mean_std([s.get("final_accuracy") for s in done], 100),
             mean_std([s.get("final_loss") for s in done], 1, digits=4),
             *clustering,
+            *([mean_std([s.get("reported_accuracy") for s in done], 100)] if len(header) > len(SUMMARY_HEADER) else []),
         ]) + " |")
     return "\n".join(lines) + "\n", notes
 
 
+def protocols_of(points: list, summaries: dict[str, dict | None]) -> list[str]:
+    """The reporting protocols of these runs' summaries (`clove` where a summary does not say)."""
+    return sorted({(summaries.get(p.key) or {}).get("protocol") or "clove" for p in points})
+
+
 def summary_markdown(name: str, description: str, command: str, table: str, notes: list[str],
-                     counts: dict[str, int]) -> str:
+                     counts: dict[str, int], protocols: list[str] | None = None) -> str:
+    """The sweep's summary.md; the line above the table names its accuracy protocol (scripts/readme_tables.py
+    takes the table's "|" lines only)."""
     head = [f"# Sweep {name}", ""]
     if description:
         head += [description, ""]
     head += ["    " + command, "",
              f"{counts.get('points', 0)} points: {counts.get('finished', 0)} finished, {counts.get('failed', 0)} failed, "
-             f"{counts.get('missing', 0)} not run yet. Mean ± std over seeds; only finished runs count.", ""]
+             f"{counts.get('missing', 0)} not run yet. Mean ± std over seeds; only finished runs count.", "",
+             protocol_note(protocols or ["clove"]), ""]
     tail = ["", *[f"- {n}" for n in notes]] if notes else []
     return "\n".join(head) + table + ("\n".join(tail) + "\n" if tail else "")
 
@@ -143,9 +166,10 @@ GRID_MEASURES = {
     "final_ari": "mean final ARI",
     "success": "success rate (share of seeds with final ARI = 1)",
     "final_accuracy": "mean final accuracy",
+    "reported_accuracy": "mean reported accuracy (each run's protocol)",
     "first_round_ari_0_9": "rounds to ARI >= 0.9 (mean over the seeds that reach it)",
 }
-_NUMBERS = ("final_accuracy", "best_accuracy", "final_loss", "final_ari", "first_round_ari_0_9", "mb_sent", "seconds")
+_NUMBERS = ("final_accuracy", "best_accuracy", "reported_accuracy", "final_loss", "final_ari", "first_round_ari_0_9", "mb_sent", "seconds")
 
 
 def read_results(text: str) -> list[dict[str, Any]]:
@@ -157,6 +181,11 @@ def read_results(text: str) -> list[dict[str, Any]]:
             row[name] = float(value) if value not in (None, "") else None
         rows.append(row)
     return rows
+
+
+def protocols_in(rows: list[dict[str, Any]]) -> list[str]:
+    """The reporting protocols of results.csv's rows (`clove` where a row names none)."""
+    return sorted({row.get("protocol") or "clove" for row in rows})
 
 
 def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
