@@ -45,10 +45,10 @@ bench-peers: $(STAMP) $(PEERS_STAMP)
 		--peer-python $(PEERS_VENV)/bin/python --peer-profile --out benchmarks/PEERS.md --json benchmarks/peers.json
 
 # The README's results tables: one sweep spec each (sweeps/NAME.yaml), run into runs/readme/NAME, then
-# spliced into README.md under its `<!-- sweep: NAME -->` marker. Fashion-MNIST (about 11 minutes) runs last.
+# spliced into README.md under its `<!-- sweep: NAME -->` marker(s). The Fashion-MNIST ones (the slowest) run last.
 # A finished run is never run again: delete runs/readme/NAME to measure a table anew.
 TABLES := digits-core digits-iid-unknown-k digits-unknown-k digits-same-init digits-init-modes digits-family \
-	digits-swap-part digits-unsupervised fmnist
+	digits-swap-part digits-unsupervised algorithms-digits data-distance fmnist algorithms-fashion-mnist
 
 tables: $(STAMP)
 	for name in $(TABLES); do $(PY) -m cfl_core sweep sweeps/$$name.yaml --out runs/readme/$$name || exit 1; done

@@ -13,6 +13,8 @@ TABLE_COLUMNS = [
     ("algorithm", "algorithm"),
     ("final_accuracy", "final accuracy"),
     ("best_accuracy", "best accuracy"),
+    ("reported_accuracy", "reported accuracy"),
+    ("protocol", "protocol"),
     ("final_ari", "final ARI"),
     ("first_round_ari_0_9", "rounds to ARI>=0.9"),
     ("total_mb", "MB sent"),
@@ -32,12 +34,15 @@ def with_default_models(config: ExperimentConfig) -> ExperimentConfig:
 
 
 def comparison_configs(base: ExperimentConfig, algorithms: list[str],
-                       options: dict[str, dict] | None = None) -> list[ExperimentConfig]:
+                       options: dict[str, dict] | None = None, profile: tuple | None = None,
+                       notes: list[str] | None = None) -> list[ExperimentConfig]:
     """One config per algorithm; K-hat defaults to the true cluster count where an algorithm needs one.
 
     `options` (algorithm -> its options) gives each algorithm settings of its own; an algorithm
     not in it gets those of `base.options` it knows (the CLI's `--option` applies to every
     algorithm that has that option, e.g. FlexCFL's and FedGroup's shared cold start).
+    `profile` = (name, fields given, option keys given) applies `profiles.apply_profile` per
+    algorithm (never to `rounds`: one round count for every algorithm); its notes go to `notes`.
     """
     from .algorithms import ALGORITHMS
 
@@ -54,6 +59,14 @@ def comparison_configs(base: ExperimentConfig, algorithms: list[str],
             known = {f for f in ALGORITHMS[name].Options.__dataclass_fields__}
             own = {k: v for k, v in base.options.items() if k in known}
         cfg = with_default_models(base.replace(algorithm=name, options=own))
+        if profile is not None:
+            from .profiles import apply_profile
+
+            known = {f for f in ALGORITHMS[name].Options.__dataclass_fields__}
+            cfg, note = apply_profile(cfg, profile[0], keep=set(profile[1]) | {"rounds"},
+                                      keep_options={k for k in profile[2] if k in known})
+            if notes is not None:
+                notes.append(note)
         cfg.validate()
         configs.append(cfg)
     return configs
@@ -61,10 +74,10 @@ def comparison_configs(base: ExperimentConfig, algorithms: list[str],
 
 def run_comparison(base: ExperimentConfig, algorithms: list[str], out: str | Path | None,
                    on_round: Callable[[str, object], None] | None = None,
-                   should_stop: Callable[[], bool] | None = None) -> dict[str, dict]:
+                   should_stop: Callable[[], bool] | None = None, profile: tuple | None = None) -> dict[str, dict]:
     from .experiment import Experiment, Setup
 
-    configs = comparison_configs(base, algorithms)
+    configs = comparison_configs(base, algorithms, profile=profile)
     setup = Setup.build(configs[0])  # identical clients for every algorithm
     results = {}
     for cfg in configs:
@@ -82,11 +95,19 @@ def _cell(key: str, summary: dict):
     return round(value, 4) if isinstance(value, float) else value
 
 
+def protocol_note(summaries) -> str:
+    """The line that says which reporting protocol a table's "reported accuracy" column shows."""
+    from .protocols import PROTOCOL_TEXT
+
+    names = sorted({s.get("protocol") or "clove" for s in summaries})
+    return "Reported accuracy: " + "; ".join(f"protocol `{n}`, {PROTOCOL_TEXT.get(n, n)}" for n in names) + "."
+
+
 def compare_table(results: dict[str, dict]) -> tuple[str, str]:
-    """(markdown, csv) tables with one row per algorithm."""
+    """(markdown, csv) tables with one row per algorithm; the markdown opens with the protocol it reports."""
     rows = [[_cell(key, summary) for key, _ in TABLE_COLUMNS] for summary in results.values()]
     header = [label for _, label in TABLE_COLUMNS]
-    md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md = [protocol_note(results.values()), "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join("-" if v is None else str(v) for v in row) + " |" for row in rows]
     buf = io.StringIO()
     writer = csv.writer(buf)

@@ -44,6 +44,12 @@ def _optimizer_names():
     return OPTIMIZERS
 
 
+def _protocol_names():
+    from .protocols import PROTOCOLS
+
+    return PROTOCOLS
+
+
 def _aggregation_names():
     from .engine.core import AGGREGATIONS
 
@@ -118,6 +124,11 @@ class ExperimentConfig:
                                   advanced=True, help="round at which held-back clients join")
     # run
     seed: int = _data("seed")
+    protocol: str = setting("clove", Choice(_protocol_names), label="Reported accuracy (protocol)", group="training",
+                            advanced=True,
+                            help="which paper's measure summaries and tables report: clove (final, mean over "
+                                 "clients), flexcfl (best test-size-weighted), ifca (test machines by lowest test "
+                                 "loss); see docs/faithfulness.md")
     device: str = setting("auto", Choice(DEVICES), label="Device", group="training",
                           help="auto = the GPU when there is one, else the CPU")
 

@@ -89,6 +89,7 @@ class Experiment:
         self.records: list[RoundRecord] = []
         self.status: str | None = None
         self.truth_theta = setup.partition.truth.get("theta") if hasattr(setup.partition, "truth") else None
+        self.cluster_truth = getattr(setup.partition, "cluster_truth", True)
         self.writer = RunWriter(out_dir) if out_dir is not None else None
         self.folder = Path(out_dir) if out_dir is not None else None
         if self.writer:
@@ -163,7 +164,7 @@ class Experiment:
         models, model_of = self.algorithm.eval_models()
         joined = self.joins <= r
         placed = torch.nonzero((model_of >= 0) & joined).squeeze(1)
-        evaluation = self.engine.evaluate(models, model_of[placed], placed)
+        evaluation = self.algorithm.evaluate(placed)
         n = self.federation.num_clients
         acc: list = [None] * n
         loss: list = [None] * n
@@ -179,6 +180,19 @@ class Experiment:
         truth = self.true_clusters[placed].numpy()
         labels = model_of[placed].numpy()
         all_extras = {**extras, **outcome.extras}
+        if self.config.protocol == "ifca" and self.algorithm.has_clusters and not self.algorithm.one_model_per_client:
+            from .protocols import TEST_MACHINE_KEY, test_machine_accuracy
+
+            # every joined client's test split is a test machine, with or without a model of its own
+            all_extras[TEST_MACHINE_KEY] = test_machine_accuracy(self.engine, models,
+                                                                 torch.nonzero(joined).squeeze(1))
+        scored = self.algorithm.has_clusters and self.cluster_truth
+        if not scored:
+            # no clusters to score (a personalised algorithm) or no truth to score them against (natural
+            # clients without imposed clusters): null, never 0, and said so
+            all_extras["ari_applicable"] = False
+            all_extras["ari_note"] = ("no clusters: each client has a personalised model"
+                                      if not self.algorithm.has_clusters else "no true clusters to compare with")
         if self.truth_theta is not None:
             theta = torch.as_tensor(np.asarray(self.truth_theta), dtype=torch.float32)
             own = models.cpu()[model_of[placed]]
@@ -193,8 +207,8 @@ class Experiment:
             client_loss=loss,
             accuracy=accuracy,
             weighted_accuracy=weighted,
-            ari=_metric(adjusted_rand_score, truth, labels),
-            nmi=_metric(normalized_mutual_info_score, truth, labels),
+            ari=_metric(adjusted_rand_score, truth, labels) if scored else None,
+            nmi=_metric(normalized_mutual_info_score, truth, labels) if scored else None,
             models_in_use=int(len(np.unique(labels))),
             bytes_down=int(bytes_down),
             bytes_up=int(bytes_up),
@@ -226,7 +240,7 @@ class Experiment:
         return self.close(FINISHED)
 
     def summary(self, status: str) -> dict:
-        return summarize(self.config.algorithm, self.records, status)
+        return summarize(self.config.algorithm, self.records, status, self.config.protocol)
 
     def close(self, status: str | None = None) -> dict:
         """Write summary.json; the status is finished when every round ran, else stopped."""

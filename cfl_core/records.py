@@ -73,10 +73,16 @@ class RoundRecord:
         return cls(**known, extras=extras)
 
 
-def summarize(algorithm: str, records: list[RoundRecord], status: str) -> dict[str, Any]:
+def summarize(algorithm: str, records: list[RoundRecord], status: str, protocol: str = "clove") -> dict[str, Any]:
+    """The run's headline numbers; `reported_accuracy` is the accuracy under `protocol` (cfl_core.protocols)."""
+    from .protocols import reported_accuracy
+
     accs = [r.accuracy for r in records if r.accuracy is not None]
+    reported, reported_round = reported_accuracy(protocol, records)
     first = next((r.round for r in records if r.ari is not None and r.ari >= ARI_TARGET), None)
     last = records[-1] if records else None
+    # ARI that does not apply (no clusters, or no true ones) is said so, never left to look like a missing score
+    not_applicable = {"ari_applicable": False} if last is not None and last.extras.get("ari_applicable") is False else {}
     return _clean({
         "algorithm": algorithm,
         "status": status,
@@ -89,6 +95,10 @@ def summarize(algorithm: str, records: list[RoundRecord], status: str) -> dict[s
         "first_round_ari_0_9": first,
         "total_bytes": sum(r.bytes_down + r.bytes_up for r in records),
         "total_seconds": sum(r.seconds for r in records),
+        "protocol": protocol,
+        "reported_accuracy": reported,
+        "reported_round": reported_round,
+        **not_applicable,
     })
 
 
@@ -161,7 +171,8 @@ def load_run(folder: str | os.PathLike) -> SavedRun:
 
     records = read_records(folder)
     meta = optional("meta.json") or {}
-    summary = optional("summary.json") or summarize(config.get("algorithm", "?"), records, UNFINISHED)
+    summary = optional("summary.json") or summarize(config.get("algorithm", "?"), records, UNFINISHED,
+                                                    config.get("protocol", "clove"))
     return SavedRun(folder, config, records, summary, meta, optional("partition.json"))
 
 

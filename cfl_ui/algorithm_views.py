@@ -415,3 +415,87 @@ def flexcfl_migrations(records, round_index):
                  "Clients whose label mix moved by more than the threshold (earth mover's distance over label "
                  "positions) since they were grouped are cold-started again; dotted lines mark rounds with a "
                  "distribution shift.", consumes=("migrations",))]
+
+
+# -- k-FED and PACFL: clustering by data distance, one shot at set-up (cfl_core/algorithms/kfed.py, pacfl.py) ------
+def setup_rows(records, key: str, ids_key: str):
+    """(client ids, rows) a one-shot algorithm recorded at set-up, or None."""
+    for r in records:
+        extras = r.extras or {}
+        rows, ids = extras.get(key), extras.get(ids_key)
+        if isinstance(rows, list) and isinstance(ids, list) and len(rows) == len(ids) and rows:
+            return ids, rows
+    return None
+
+
+@register("kfed", embedding=True)
+def kfed_centres(records, round_index):
+    from .embedding import loss_embedding
+    from .figures import embedding_figure
+
+    got = setup_rows(records, "local_centres", "centre_clients")
+    if got is None:
+        return []
+    clients, rows = got
+    emb = loss_embedding(records, source=lambda record: (clients, rows), axis_name="centre feature {j}",
+                         what="local k-means centres")
+    if emb is None:
+        return []
+    return [View("k-FED: clients by the k-means centres of their inputs", embedding_figure(emb, round_index),
+                 f"How k-FED sees the clients: each point is a client placed by the centres of its own inputs "
+                 f"({emb.detail}), computed once before training. Colour = true cluster, symbol = the cluster the "
+                 "server's k-means gave it. Rotated images move the centres apart; swapped labels (concept shift) "
+                 "leave them where they are, so the true clusters overlap and the grouping is chance.",
+                 consumes=("centre_votes", "centre_clients"))]
+
+
+def angle_heatmap(matrix, clients, truth) -> go.Figure:
+    """A client x client angle matrix (degrees) ordered by true cluster: dark blocks on the diagonal = close."""
+    m = np.asarray(matrix, dtype=float)
+    clients, truth = np.asarray(clients), np.asarray(truth)
+    order = np.lexsort((clients, truth))
+    labels = [f"{int(clients[i])} (c{int(truth[i])})" for i in order]
+    fig = go.Figure(go.Heatmap(z=m[np.ix_(order, order)], x=labels, y=labels, colorscale="Viridis",
+                               colorbar=dict(thickness=12, title="degrees"),
+                               hovertemplate="client %{y} vs %{x}: %{z:.1f}°<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category")
+    return layout(fig, height=420, legend=False)
+
+
+@register("pacfl", embedding=True)
+def pacfl_angles(records, round_index):
+    got = setup_rows(records, "angles", "angle_clients")
+    if got is None:
+        return []
+    clients, angles = got
+    truth = np.asarray(records[0].true_clusters or [0] * len(records[0].assignments))[clients]
+    found = (records[0].extras or {}).get("clusters_found")
+    return [View("PACFL: angles between the clients' data subspaces", angle_heatmap(angles, clients, truth),
+                 "How PACFL sees the clients: the angle between the subspaces spanned by the top singular vectors "
+                 "of each client's data, ordered by true cluster (dark = close). Hierarchical clustering of this "
+                 f"matrix gave {found} cluster(s), once, before training. Dark blocks on the diagonal mean the "
+                 "inputs differ by cluster (rotations); under concept shift every client spans the same subspace "
+                 "and the matrix has no blocks.", consumes=("clusters_found", "angle_clients"))]
+
+
+@register("fedpac", embedding=True)
+def fedpac_head_weights(records, round_index):
+    rec = record_at([r for r in records if _square((r.extras or {}).get("head_weights"))], round_index)
+    if rec is None:
+        return []
+    m = np.asarray(rec.extras["head_weights"], dtype=float)
+    clients = np.asarray(rec.participants)
+    truth = np.asarray(rec.true_clusters or [0] * len(rec.assignments))[clients]
+    order = np.lexsort((clients, truth))
+    labels = [f"{int(clients[i])} (c{int(truth[i])})" for i in order]
+    fig = go.Figure(go.Heatmap(z=m[np.ix_(order, order)], x=labels, y=labels, colorscale="Blues", zmin=0, zmax=1,
+                               colorbar=dict(thickness=12, title="weight"),
+                               hovertemplate="client %{y} takes %{z:.2f} of client %{x}'s head<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category", title="client (its personalised head)")
+    fig.update_xaxes(type="category", title="whose trained head")
+    return [View(f"FedPAC: whose heads each client combines (round {rec.round})", layout(fig, height=420, legend=False),
+                 "Each row is a client's personalised classifier as a mix of the participants' trained heads, the "
+                 "weights solved by FedPAC's quadratic program from the clients' feature statistics; ordered by "
+                 "true cluster. FedPAC forms no clusters (no ARI), but blocks here show which clients it treats as "
+                 "alike.", consumes=("head_weights", "prototype_classes"), per_round=True)]

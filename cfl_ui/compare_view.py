@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from cfl_core.compare import protocol_note
+
 from . import figures as F
 from .charts import chart, unit_key
 from .live_view import status_bar
-from .run_charts import series_of
+from .run_charts import ari_note, series_of
 from .snapshots import FAILED
 from .tables import PERCENT, pct, rounds_csv, summary_rows, table_csv
 from .urls import app_url
@@ -17,18 +19,21 @@ def results_table(units) -> None:
     rows = summary_rows(units)
     for row, u in zip(rows, units):
         row["open"] = app_url({"run": u.ref})
-    shown = [{**row, "final accuracy": pct(row["final accuracy"]), "best accuracy": pct(row["best accuracy"])}
-             for row in rows]
+    shown = [{**row, "final accuracy": pct(row["final accuracy"]), "best accuracy": pct(row["best accuracy"]),
+              "reported accuracy": pct(row["reported accuracy"])} for row in rows]
     st.dataframe(shown, hide_index=True, width="stretch", column_config={
         "final accuracy": st.column_config.ProgressColumn("final accuracy", format=PERCENT, min_value=0,
                                                           max_value=100),
         "best accuracy": st.column_config.NumberColumn("best accuracy", format=PERCENT),
+        "reported accuracy": st.column_config.NumberColumn("reported accuracy", format=PERCENT,
+                                                           help="the accuracy under the run's reporting protocol"),
         "final ARI": st.column_config.NumberColumn("final ARI", format="%.3f"),
         "open": st.column_config.LinkColumn("open", display_text="in Playground ↗",
                                             help="This algorithm's run with every Playground chart"),
     })
     st.caption("Final/best accuracy over the rounds, final ARI against the true clusters, the first round reaching "
-               "ARI 0.9, traffic and training time; rows fill in as the rounds run.")
+               "ARI 0.9, traffic and training time; rows fill in as the rounds run. "
+               + protocol_note([{"protocol": row["protocol"]} for row in rows]))
 
 
 def curves(units) -> None:
@@ -43,10 +48,13 @@ def curves(units) -> None:
               caption="Mean test accuracy of the clients on their own model: the oracle (true clusters) is the "
                       "ceiling, FedAvg's single model the floor under cluster structure.")
     with c2:
+        without = [u.label for u in units if ari_note(u.records)]
         chart(lambda: F.metric_figure(series, ["ari"], height=340, target=0.9), "cmp.ari", cache=("cmp-ari", key),
               title="**Clusters found (ARI) over rounds**",
               caption="How well each algorithm's grouping matches the true clusters (1 = exact); FedAvg keeps "
-                      "everyone together (ARI 0) and the oracle is right by construction.")
+                      "everyone together (ARI 0) and the oracle is right by construction."
+                      + (f" No line where ARI does not apply (no clusters to score): {', '.join(without)}."
+                         if without else ""))
     c3, c4 = st.columns(2, gap="medium")
     with c3:
         chart(lambda: F.metric_figure(series, ["mb"], height=300), "cmp.mb", cache=("cmp-mb", key),

@@ -22,6 +22,17 @@ _BASE = dict(dataset="digits", partition="feature-skew", clusters=4, clients_per
              algorithm="clove", models=4, init="different", rounds=20, local_epochs=2, lr=0.1, participation=1.0,
              seed=0, device="auto")
 
+
+
+def _profiled(profile: str, **fields) -> dict:
+    """A preset config with a cfl_core profile's settings (docs/faithfulness.md) for its algorithm."""
+    from cfl_core.config import ExperimentConfig
+    from cfl_core.profiles import apply_profile
+
+    cfg, _ = apply_profile(ExperimentConfig.from_dict({**_BASE, **fields}), profile)
+    return cfg.to_dict()
+
+
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("Rotated digits",
            "Four clusters see the digits rotated by 0/90/180/270 degrees; CLoVE finds them in a round or two.",
@@ -60,6 +71,37 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("Fashion-MNIST, rotated (CNN)",
            "The CLoVE paper's setting on 28x28 clothing images with the LeNet-style CNN (a CNN: slower than digits on a CPU).",
            dict(_BASE, dataset="fashion-mnist", rounds=10)),
+    Preset("Clustering by data: blind to label swaps",
+           "PACFL groups clients by the angles between their data subspaces, once, before training; under concept "
+           "shift every cluster has the same images, so its grouping is chance (ARI near 0) while CLoVE's loss "
+           "vectors see the swapped labels.",
+           dict(_BASE, algorithm="pacfl", partition="concept-shift"), vs="clove"),
+    Preset("Clustering by data: rotations are visible",
+           "Rotated images span rotated subspaces and move the k-means centres of each client's inputs: PACFL and "
+           "k-FED find these clusters in one shot, before any training.",
+           dict(_BASE, algorithm="pacfl", partition="feature-skew"), vs="kfed"),
+    Preset("Personalised FL without clusters (FedPAC)",
+           "FedPAC shares one feature extractor and gives each client a head combined from the others' heads; "
+           "it forms no clusters (ARI does not apply), and its head weights show whom each client learns from.",
+           dict(_BASE, algorithm="fedpac", partition="concept-shift"), vs="clove"),
+    Preset("As in the paper: IFCA",
+           "IFCA's own training: 10 full-batch gradient steps a round, momentum 0, lr 0.1, 300 rounds, plain means, "
+           "scored by test machines (each test split takes its lowest-loss model).",
+           _profiled("paper", algorithm="ifca"), tags=("profile",)),
+    Preset("As in the paper: CLoVE",
+           "CLoVE's supervised experiments: Adam lr 0.01, one local epoch of batch 100, 100 rounds, random first "
+           "assignment, no freezing.",
+           _profiled("paper", algorithm="clove"), tags=("profile",)),
+    Preset("As in the authors' code: Sattler's CFL",
+           "The notebook's training: momentum kept per client across rounds, lr x 0.99 a round, first split after "
+           "20 rounds, eps 0.4/1.6, complete linkage, no gamma check, plain means (eps fit its EMNIST CNN, not "
+           "every model).",
+           _profiled("authors-code", algorithm="cfl", models=None, partition="concept-shift"), tags=("profile",)),
+    Preset("As in the authors' code: FlexCFL",
+           "FlexCFL's trainer defaults: SGD without momentum, 10 epochs of batch 10, 20 clients a round, 300 "
+           "rounds, reported as the best test-size-weighted accuracy.",
+           _profiled("authors-code", algorithm="flexcfl", partition="label-skew-1", samples_per_client=50,
+                     models=4), tags=("profile",)),
 )}
 
 DEFAULT_PRESET = "Rotated digits"

@@ -69,6 +69,16 @@ def traffic(nbytes: float) -> tuple[str, str]:
     return "MB sent", f"{nbytes / 1e6:.1f}"
 
 
+def ari_note(records) -> str | None:
+    """Why ARI does not apply to these records (an algorithm without clusters, clients without true ones), or
+    None when it does: such runs show "n/a", never a score of 0."""
+    for r in records:
+        extras = r.extras or {}
+        if r.ari is not None or extras.get("ari_applicable") is not False:
+            return None
+    return (records[-1].extras or {}).get("ari_note", "ARI does not apply") if records else None
+
+
 def headline(unit, where=None, *, columns: int = 6) -> None:
     """Headline numbers of one run: accuracy, ARI, rounds to ARI >= 0.9, MB sent, device, time."""
     where = where or st
@@ -86,6 +96,9 @@ def headline(unit, where=None, *, columns: int = 6) -> None:
         delta_color = "normal"
     first = _first_ari(recs)
     ari = "—" if last is None or last.ari is None else f"{last.ari:.2f}"
+    not_applicable = ari_note(recs)
+    if not_applicable:
+        ari = "n/a"
     sent = sum(r.bytes_down + r.bytes_up for r in recs)
     secs = sum(r.seconds or 0 for r in recs)
     device = unit.meta.get("device") or "—"
@@ -103,10 +116,11 @@ def headline(unit, where=None, *, columns: int = 6) -> None:
                                                      ("not yet" if unit.live else "never")), None, "off",
                     "The first round in which every client was on the same model (rounds count from 0).")]
     else:
-        quality = [("ARI", ari, None, "normal", "Adjusted Rand index of the assignment vs the true clusters "
-                                                "(1 = exact)."),
-                   ("ARI ≥ 0.9 at round", str(first) if first is not None else ("not yet" if unit.live else "never"),
-                    None, "off", "The first round whose assignment reaches ARI 0.9 (rounds count from 0).")]
+        quality = [("ARI", ari, None, "normal", f"Not applicable: {not_applicable}." if not_applicable else
+                    "Adjusted Rand index of the assignment vs the true clusters (1 = exact)."),
+                   ("ARI ≥ 0.9 at round", "n/a" if not_applicable else str(first) if first is not None else
+                    ("not yet" if unit.live else "never"), None, "off",
+                    "The first round whose assignment reaches ARI 0.9 (rounds count from 0).")]
     items = [
         (acc_label, acc, acc_delta, delta_color, acc_help),
         *quality,
@@ -198,8 +212,14 @@ def curves_block(units, key: str, cols=None) -> None:
             chart(lambda: F.metric_figure(series, ["loss"]), f"{key}.loss", cache=("loss", ck),
                   title="**Test loss over rounds**", caption=CAPTIONS["loss"])
     with c2:
-        chart(lambda: F.metric_figure(series, ["ari", "nmi"], target=0.9, y_title="agreement with true clusters"),
-              f"{key}.ari", cache=("ari", ck), title="**Clusters found (ARI) over rounds**", caption=CAPTIONS["ari"])
+        notes = {ari_note(u.records) for u in units}
+        if None not in notes and notes:
+            st.markdown("**Clusters found (ARI) over rounds**")
+            st.info(f"ARI does not apply: {'; '.join(sorted(notes))}.", icon=":material/info:")
+        else:
+            chart(lambda: F.metric_figure(series, ["ari", "nmi"], target=0.9, y_title="agreement with true clusters"),
+                  f"{key}.ari", cache=("ari", ck), title="**Clusters found (ARI) over rounds**",
+                  caption=CAPTIONS["ari"])
 
 
 def unit_extra_views(unit, round_index):

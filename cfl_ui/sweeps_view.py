@@ -29,7 +29,7 @@ SPEC_FILE = "spec.json"
 def measure_text(measure: str, mean, std) -> str:
     if mean is None:
         return "-"
-    if measure in ("final_accuracy", "success"):
+    if measure in ("final_accuracy", "reported_accuracy", "success"):
         return f"{100 * mean:.1f}% ± {100 * (std or 0):.1f}"
     if measure == "first_round_ari_0_9":
         return f"{mean:.1f} ± {std or 0:.1f}"

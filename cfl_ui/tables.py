@@ -26,9 +26,10 @@ def summary_rows(units) -> list[dict]:
     rows = []
     for u in units:
         status = u.status
-        s = u.summary or summarize(u.algorithm, list(u.records), status)
+        s = u.summary or summarize(u.algorithm, list(u.records), status, _protocol(u))
         rows.append({
             "algorithm": u.label, "final accuracy": s.get("final_accuracy"), "best accuracy": s.get("best_accuracy"),
+            "reported accuracy": s.get("reported_accuracy"), "protocol": s.get("protocol"),
             "final ARI": s.get("final_ari"),
             "rounds to ARI≥0.9": round_text(s.get("first_round_ari_0_9"), u.status),
             "MB sent": round((s.get("total_bytes") or 0) / 1e6, 2), "time (s)": round(s.get("total_seconds") or 0, 2),
@@ -37,12 +38,18 @@ def summary_rows(units) -> list[dict]:
     return rows
 
 
+def _protocol(unit) -> str:
+    config = getattr(unit, "config", None)
+    return (config.get("protocol") if isinstance(config, dict) else getattr(config, "protocol", None)) or "clove"
+
+
 def table_csv(units) -> str:
     """The comparison table of these runs as CSV (cfl_core.compare's columns)."""
     from cfl_core.compare import compare_table
     from cfl_core.records import summarize
 
-    results = {u.name or u.algorithm: (u.summary or summarize(u.algorithm, list(u.records), u.status)) for u in units}
+    results = {u.name or u.algorithm: (u.summary or summarize(u.algorithm, list(u.records), u.status, _protocol(u)))
+               for u in units}
     return compare_table(results)[1]
 
 

@@ -9,7 +9,7 @@ from cfl_core.errors import ConfigError
 from cfl_core.sweep import SweepSpec
 from cfl_core.sweep.folder import RESULTS_FILE, SWEEP_FILE
 from cfl_core.sweep.status import RUNNING, list_sweeps, sweep_status
-from cfl_core.sweep.tables import GRID_MEASURES, grid_cells, read_results
+from cfl_core.sweep.tables import GRID_MEASURES, grid_cells, protocol_note, protocols_in, read_results
 from cfl_ui import session as S
 from cfl_ui import sweeps_view as V
 from cfl_ui.charts import chart
@@ -132,7 +132,8 @@ chart(lambda: V.heatmap_figure(cells, row_field, col_field, measure), f"{P}.heat
       cache=("sweep-heatmap", str(folder), stamp, row_field, col_field, measure),
       title=f"**{GRID_MEASURES[measure]}** by {' and '.join(by)} (over seeds)",
       caption="Each cell: the measure over its seeds' finished runs (mean ± std), and finished/all runs. "
-              "Success = the share of seeds whose final clustering is exactly right (ARI = 1).")
+              "Success = the share of seeds whose final clustering is exactly right (ARI = 1). "
+              + protocol_note(protocols_in(data)) + ".")
 st.markdown("**Mean ± std per cell** — select a row to list its runs")
 cell_table = st.dataframe(pd.DataFrame(V.cell_rows(cells, by)), key=f"{P}.cells", on_select="rerun",
                           selection_mode="single-row", hide_index=True, width="stretch")

@@ -5,19 +5,30 @@
 
 Each README table made by a sweep follows a marker line `<!-- sweep: NAME -->` (NAME = the spec
 sweeps/NAME.yaml, run into runs/readme/NAME). The table under the marker is replaced by the table
-of the sweep folder's summary.md; nothing else in the README changes. With --check nothing is
+of the sweep folder's summary.md; nothing else in the README changes.
+
+`<!-- sweep: NAME pivot=MEASURE -->` (MEASURE: final_accuracy or final_ari) puts instead a pivot of the
+sweep's results.csv: a row per algorithm, a column per partition, mean ± std over the seeds.
+`reference=FILE` (a CSV under the repository: partition, algorithm, the measure, where) adds a
+"paper" column after each partition with the reference's figure, "—" where it has none. With --check nothing is
 written: every cell of the README's table is compared with the sweep's, row by row, and the
 script exits 1 when any differs (or a sweep has runs not finished).
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKER = re.compile(r"^<!-- sweep: ([A-Za-z0-9_.\-]+) -->$")
+sys.path.insert(0, str(ROOT))
+from cfl_core.sweep.folder import RESULTS_FILE  # noqa: E402
+from cfl_core.sweep.tables import pivot_table, read_results  # noqa: E402
+
+MARKER = re.compile(r"^<!-- sweep: ([A-Za-z0-9_.\-]+)((?: [a-z]+=[A-Za-z0-9_./\-]+)*) -->$")
+PARAMETERS = ("pivot", "reference")
 
 
 def table_lines(lines: list[str], start: int) -> tuple[int, int]:
@@ -39,6 +50,30 @@ def sweep_table(runs: Path, name: str) -> tuple[list[str], list[str]]:
     return text[first:end], notes
 
 
+def marker_parameters(text: str) -> dict[str, str]:
+    """{'pivot': ..., 'reference': ...} of a marker's ` key=value` tail (unknown keys refused)."""
+    out = dict(part.split("=", 1) for part in text.split())
+    unknown = set(out) - set(PARAMETERS)
+    if unknown:
+        raise SystemExit(f"sweep marker: unknown {', '.join(sorted(unknown))} (allowed: {', '.join(PARAMETERS)})")
+    return out
+
+
+def read_reference(path: Path, measure: str) -> dict[tuple[str, str], float]:
+    """{(partition, algorithm): figure} of a reference CSV's rows that give the measure."""
+    with path.open(encoding="utf-8", newline="") as f:
+        return {(r["partition"], r["algorithm"]): float(r[measure]) for r in csv.DictReader(f) if r.get(measure)}
+
+
+def pivot_lines(runs: Path, name: str, parameters: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(the pivot table's lines, notes on cells not complete) of runs/NAME/results.csv."""
+    measure = parameters["pivot"]
+    rows = read_results((runs / name / RESULTS_FILE).read_text(encoding="utf-8"))
+    reference = read_reference(ROOT / parameters["reference"], measure) if "reference" in parameters else None
+    table, notes = pivot_table(rows, measure, reference=reference)
+    return table.splitlines(), [f"- {n}" for n in notes]
+
+
 def cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
@@ -52,17 +87,21 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     readme = Path(args.readme)
     lines = readme.read_text(encoding="utf-8").splitlines()
-    markers = [(i, m.group(1)) for i, line in enumerate(lines) if (m := MARKER.match(line))]
-    wanted = set(args.names) or {name for _, name in markers}
-    missing = wanted - {name for _, name in markers}
+    markers = [(i, m.group(1), marker_parameters(m.group(2))) for i, line in enumerate(lines)
+               if (m := MARKER.match(line))]
+    wanted = set(args.names) or {name for _, name, _ in markers}
+    missing = wanted - {name for _, name, _ in markers}
     if missing:
         print(f"no '<!-- sweep: NAME -->' marker in {readme} for: {', '.join(sorted(missing))}", file=sys.stderr)
         return 2
     differs = False
-    for i, name in reversed(markers):  # from the bottom, so earlier line numbers stay right
+    for i, name, parameters in reversed(markers):  # from the bottom, so earlier line numbers stay right
         if name not in wanted:
             continue
-        new, notes = sweep_table(Path(args.runs), name)
+        if "pivot" in parameters:
+            new, notes = pivot_lines(Path(args.runs), name, parameters)
+        else:
+            new, notes = sweep_table(Path(args.runs), name)
         first, end = table_lines(lines, i + 1)
         old = lines[first:end]
         bad = bool(notes)

@@ -76,13 +76,13 @@ def test_hand_written_notes_below_the_marker_are_kept(tmp_path):
     assert text.endswith("## What limits performance\nkept text\n")
 
 
-def _loop_with_other_seed(spec, start, fed, clients, schedule, cfg):
+def _loop_with_other_seed(spec, start, fed, clients, schedule, cfg, objective=None):
     other = batch_schedule(fed.n_train[clients].cpu(), clients, 12345, 0, cfg)  # a different seed
-    return train_sequential(spec, start, fed, clients, other, cfg)
+    return train_sequential(spec, start, fed, clients, other, cfg, objective=objective)
 
 
-def _loop_with_perturbed_model(spec, start, fed, clients, schedule, cfg):
-    return train_sequential(spec, start + 1e-3, fed, clients, schedule, cfg)
+def _loop_with_perturbed_model(spec, start, fed, clients, schedule, cfg, objective=None):
+    return train_sequential(spec, start + 1e-3, fed, clients, schedule, cfg, objective=objective)
 
 
 @pytest.mark.parametrize("sabotage", [_loop_with_other_seed, _loop_with_perturbed_model])

@@ -17,7 +17,8 @@ from cfl_core.partition.structures import check_structure, cluster_transforms
 
 
 def test_source_names():
-    assert set(SOURCES) == {"digits", "fashion-mnist", "mnist", "cifar10", "synthetic-linear", "synthetic-blobs"}
+    assert set(SOURCES) == {"digits", "fashion-mnist", "mnist", "cifar10", "femnist", "ag-news", "synthetic-linear",
+                            "synthetic-blobs"}
 
 
 def test_digits_pools():
@@ -116,12 +117,16 @@ def test_every_source_is_one_record_under_its_own_name():
         assert isinstance(source, DataSource) and source.name == name and data_source(name) is source
         assert source.info.name == name and dataset_info(name) is source.info and source.description
         # a file source says where it looks and what to do when its files are missing; a built-in one needs neither
-        assert source.file_based == (source.locate is not None) == (source.download is not None) == bool(source.how_to_get)
+        # (and has nothing to download; a file source downloads only where a public mirror exists)
+        assert source.file_based == (source.locate is not None) == bool(source.how_to_get)
+        assert source.download is None or source.file_based
         assert source.image_shape == (source.info.input_shape if len(source.info.input_shape) == 3 else None)
-    assert [n for n, s in DATA_SOURCES.items() if s.file_based] == ["fashion-mnist", "mnist", "cifar10"]
+    assert [n for n, s in DATA_SOURCES.items() if s.file_based] == ["fashion-mnist", "mnist", "cifar10", "femnist",
+                                                                    "ag-news"]
+    assert [n for n, s in DATA_SOURCES.items() if s.download] == ["fashion-mnist", "mnist", "cifar10"]
     assert [n for n, s in DATA_SOURCES.items() if s.seeded] == ["synthetic-linear", "synthetic-blobs"]
     assert [n for n, s in DATA_SOURCES.items() if s.supports_unsupervised] == ["digits", "fashion-mnist", "mnist",
-                                                                              "cifar10"]
+                                                                              "cifar10", "femnist"]
     assert [n for n, s in DATA_SOURCES.items() if s.linear_mixture] == ["synthetic-linear"]
     assert data_source("cifar10").image_shape == (3, 32, 32) and data_source("synthetic-blobs").image_shape is None
     with pytest.raises(ConfigError, match="dataset='nope'"):

@@ -100,6 +100,19 @@ def test_the_sweep_folder_holds_run_folders_the_runs_listing_finds(tmp_path):
     assert sweep_status(out).state == "finished" and sweep_status(out / "seed0") is None
 
 
+def test_algorithms_without_clusters_show_ari_as_not_applicable(tmp_path):
+    spec = SweepSpec.from_dict({"base": {**TINY, "partition": "concept-shift"},
+                                "grid": {"algorithm": ["fedproto", "fedavg"], "seed": [0]}, "folder": "{algorithm}"})
+    outcome = run_sweep(spec, tmp_path / "sweep", executor="serial")
+    assert set(outcome.statuses.values()) == {"finished"}
+    rows = [line.split(" | ") for line in (tmp_path / "sweep" / "summary.md").read_text().splitlines()
+            if line.startswith("| concept-shift")]
+    assert rows[0][1] == "fedproto" and rows[0][4:7] == ["n/a", "n/a", "n/a |"]
+    assert rows[1][1] == "fedavg" and rows[1][4] == "0.00"  # one model for everyone: a score, and it is 0
+    results = {r["algorithm"]: r for r in csv.DictReader((tmp_path / "sweep" / "results.csv").open())}
+    assert results["fedproto"]["final_ari"] == "" and float(results["fedproto"]["final_accuracy"]) > 0
+
+
 def test_the_server_takes_its_executor_from_the_environment(monkeypatch):
     monkeypatch.delenv("CFL_SWEEP_EXECUTOR", raising=False)
     monkeypatch.delenv("CFL_RAY_ADDRESS", raising=False)

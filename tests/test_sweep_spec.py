@@ -8,7 +8,7 @@ from cfl_core.cli import main
 from cfl_core.config import ExperimentConfig
 from cfl_core.errors import ConfigError
 from cfl_core.sweep import InvalidPoints, SweepSpec, plan, point_key, run_sweep
-from cfl_core.sweep.tables import mean_std, summary_table
+from cfl_core.sweep.tables import grid_cells, mean_std, summary_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted((ROOT / "sweeps").glob("*.yaml"))
@@ -198,3 +198,20 @@ def test_the_summary_has_a_row_per_cell_over_seeds():
     assert rows[1][2] == "55.00 ± 7.07" and rows[1][5:] == ["0/2", "never |"]
     assert rows[3][2] == "50.00" and rows[3][5] == "0/1"  # the failed seed is left out ...
     assert notes == ["iid, fedavg: 1 of 2 runs not finished (failed)"]  # ... and said so
+
+
+def test_a_cell_without_any_ari_is_not_applicable_in_the_summary_and_the_grid():
+    spec = SweepSpec.from_dict({"grid": {"algorithm": ["fedpac", "fedavg"], "seed": [0, 1]}})
+    points = spec.expand().points
+    summaries = {p.key: {"final_accuracy": 0.8, "final_loss": 0.5, "first_round_ari_0_9": None,
+                         "final_ari": None if p.config.algorithm == "fedpac" else 0.0} for p in points}
+    table, _ = summary_table(spec.swept, points, summaries, {p.key: "finished" for p in points})
+    rows = [line.split(" | ") for line in table.splitlines()[2:]]
+    assert rows[0][1] == "fedpac" and rows[0][4:] == ["n/a", "n/a", "n/a |"]
+    assert rows[1][1] == "fedavg" and rows[1][4:] == ["0.00 ± 0.00", "0/2", "never |"]
+    csv_rows = [{"algorithm": p.config.algorithm, "status": "finished", "folder": p.folder,
+                 "final_ari": summaries[p.key]["final_ari"], "final_accuracy": 0.8, "first_round_ari_0_9": None}
+                for p in points]
+    grid = {c["algorithm"]: c for c in grid_cells(csv_rows, ["algorithm"])}
+    assert grid["fedpac"]["success"] is None and grid["fedpac"]["final_ari"] is None
+    assert grid["fedavg"]["success"] == 0.0

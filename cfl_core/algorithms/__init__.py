@@ -4,15 +4,23 @@ from __future__ import annotations
 from .base import Algorithm, RoundOutcome, RunContext
 from .cfl import CFL
 from .clove import Clove
+from .fedala import FedALA
 from .fedavg import FedAvg
+from .fedpac import FedPAC
+from .fedproto import FedProto
+from .fedprox import FedProx
 from .fesem import FeSEM
 from .flexcfl import FedGroup, FlexCFL
 from .ifca import IFCA
+from .kfed import KFed
 from .local import LocalOnly
 from .oracle import Oracle
+from .pacfl import PACFL
+from .perfedavg import PerFedAvg
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
-    cls.name: cls for cls in (Clove, IFCA, FedAvg, LocalOnly, Oracle, CFL, FlexCFL, FedGroup, FeSEM)
+    cls.name: cls for cls in (Clove, IFCA, FedAvg, LocalOnly, Oracle, CFL, FlexCFL, FedGroup, FeSEM,
+                              KFed, PACFL, FedProx, PerFedAvg, FedProto, FedALA, FedPAC)
 }
 
 __all__ = ["ALGORITHMS", "Algorithm", "RoundOutcome", "RunContext"]

@@ -16,7 +16,7 @@ import torch
 
 from ..engine.seeding import derive_seed, numpy_rng
 from ..errors import ConfigError
-from ..settings import Interval, parse, setting
+from ..settings import Choice, Interval, parse, setting
 
 
 @dataclass(frozen=True)
@@ -29,14 +29,46 @@ class AlgorithmOptions:
 
 NoOptions = AlgorithmOptions  # an algorithm without options of its own
 
+WEIGHTINGS = ("samples", "uniform")
+
 
 @dataclass(frozen=True)
-class InitOptions(AlgorithmOptions):
+class WeightingOptions(AlgorithmOptions):
+    """The averaging weights of an algorithm that averages its clients' models or updates."""
+
+    weighting: str = setting("samples", Choice(WEIGHTINGS), label="Averaging weights",
+                             help="samples: a client counts by its training sample count (FedAvg's form); "
+                                  "uniform: every client counts the same (IFCA's and Sattler's code)")
+
+
+RESTART_RULES = ("half-share", "authors")
+# IFCA's CIFAR code (find_good_initializer): the least share of the clients every model must win, by K;
+# it defines no other K (its MNIST code has no restarts at all)
+AUTHORS_RESTART_SHARE = {1: 0.0, 2: 0.35, 4: 0.10}
+
+
+def restart_threshold(rule: str, models: int) -> tuple[float, str | None]:
+    """(least share of the round-0 clients every model must win, a note when the rule has no value for K)."""
+    if rule == "authors":
+        if models in AUTHORS_RESTART_SHARE:
+            return AUTHORS_RESTART_SHARE[models], None
+        return 1 / (2 * models), (f"IFCA's code defines restart thresholds only for K = 1, 2, 4; "
+                                  f"K = {models} uses 1/(2K)")
+    return 1 / (2 * models), None
+
+
+@dataclass(frozen=True)
+class InitOptions(WeightingOptions):
     """Options of the initialisation modes shared by IFCA, CLoVE and FeSEM."""
 
+    restart_rule: str = setting(
+        "half-share", Choice(RESTART_RULES), label="Restart: threshold rule",
+        help="init=restarts: half-share: every model wins >= 1/(2K) of the clients; authors: IFCA's code, "
+             ">= 0.10 for K = 4, >= 0.35 for K = 2 (1/(2K) for other K)")
     restart_min_share: float | None = setting(
-        None, Interval(0, 1, low_open=True), label="Restart: least share per model", none_means="1/(2K)",
-        help="init=restarts: redraw the models until each wins at least this share of the clients at round 0")
+        None, Interval(0, 1, low_open=True), label="Restart: least share per model", none_means="the rule's",
+        help="init=restarts: redraw the models until each wins at least this share of the clients at round 0 "
+             "(overrides the threshold rule)")
     restart_attempts: int = setting(50, Interval(1), label="Restart: most draws",
                                     help="init=restarts: give up after this many draws and keep the best")
 
@@ -84,6 +116,12 @@ class Algorithm(ABC):
     uses_init_mode = False  # True: --init (same / different / restarts) applies
     has_loss_vectors = False  # True: records carry a loss matrix the dashboard can embed
     one_model_per_client = False  # True: every client keeps a model of its own (the estimate sizes memory by it)
+    # False: the algorithm forms no clusters (personalised FL): ARI and NMI are recorded as null, with
+    # extras["ari_applicable"] = False, never as a score of 0
+    has_clusters = True
+    # why the algorithm needs --aggregation model (its clients send trained models), or None where any is fine
+    model_aggregation_because: str | None = None
+    needs_labels = False  # True: class labels are needed (class prototypes): no unsupervised or regression runs
     Options = NoOptions
 
     def __init__(self, ctx: RunContext):
@@ -100,6 +138,10 @@ class Algorithm(ABC):
         if cls.needs_models and cfg.models is None:
             raise ConfigError("models", None, f"a number of models (K-hat >= 1): {cls.name} needs one")
         cls.parse_options(cfg.options).check(cfg)
+        if cls.needs_labels:
+            cls.require_labels(cfg)
+        if cls.model_aggregation_because:
+            cls.require_model_aggregation(cfg, cls.model_aggregation_because)
 
     @classmethod
     def parse_options(cls, raw, *, text: bool = False):
@@ -127,6 +169,28 @@ class Algorithm(ABC):
         """(models [K, D], model index per client) used for the test metrics."""
         return self.models, self.assign
 
+    def evaluate(self, clients: torch.Tensor):
+        """Test metrics of these clients (all have a model). Default: each on `eval_models()`'s model.
+        Algorithms that personalise at test time (an adaptation step, prototypes) override it."""
+        models, model_of = self.eval_models()
+        return self.engine.evaluate(models, model_of[clients], clients)
+
+    @classmethod
+    def require_model_aggregation(cls, cfg, why: str) -> None:
+        """ConfigError unless --aggregation is `model` (for algorithms whose clients send trained models)."""
+        if cfg.aggregation != "model":
+            raise ConfigError("aggregation", cfg.aggregation, f"model for {cls.name}: {why}")
+
+    @classmethod
+    def require_labels(cls, cfg) -> None:
+        """ConfigError for unsupervised or regression runs (class prototypes need class labels)."""
+        from ..data import dataset_info
+
+        if cfg.unsupervised:
+            raise ConfigError("unsupervised", cfg.unsupervised, f"false for {cls.name}: it needs class labels")
+        if dataset_info(cfg.dataset).task != "classification":
+            raise ConfigError("algorithm", cls.name, "a classification data set: its prototypes are per class")
+
     # -- shared helpers -----------------------------------------------------
     def base_model(self) -> torch.Tensor:
         """Model 0 of the run: identical across algorithms for the same seed (fair comparisons)."""
@@ -141,7 +205,9 @@ class Algorithm(ABC):
         first = torch.stack([spec.init(seed, "model", j) for j in range(count)]).to(device)
         if self.cfg.init == "different":
             return first, {}
-        min_share = self.opts.restart_min_share or 1 / (2 * count)
+        min_share, note = restart_threshold(self.opts.restart_rule, count)
+        if self.opts.restart_min_share is not None:
+            min_share, note = self.opts.restart_min_share, None
         best, best_share = first, -1.0
         for attempt in range(self.opts.restart_attempts):
             models = first if attempt == 0 else torch.stack(
@@ -153,7 +219,10 @@ class Algorithm(ABC):
             if share > best_share:
                 best, best_share = models, share
             if share >= min_share:
-                return models, {"init_attempts": attempt + 1, "init_min_share": share}
+                extras = {"init_attempts": attempt + 1, "init_min_share": share}
+                if note:
+                    extras["init_note"] = note
+                return models, extras
         extras = {"init_attempts": self.opts.restart_attempts, "init_min_share": best_share}
         extras["init_note"] = f"no draw gave every model {min_share:.3g} of the clients; kept the best"
         return best, extras

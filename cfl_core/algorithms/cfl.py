@@ -92,6 +92,7 @@ CFL needs no K. Gradient aggregation is refused: CFL works on weight updates.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -100,11 +101,13 @@ import torch
 
 from ..data import data_source
 from ..engine.aggregate import weighted_means_by_group
+from ..engine.training import OptimizerMemory
 from ..errors import ConfigError
 from ..settings import Choice, Interval, setting
-from .base import Algorithm, AlgorithmOptions, RoundOutcome
+from .base import Algorithm, RoundOutcome, WeightingOptions
 
 BIPARTITIONS = ("optimal", "complete")
+OPTIMIZER_STATES = ("reset", "persistent")
 # (eps1, eps2) per model family when the options leave them unset: see the module docstring.
 DEFAULT_EPS = {
     "mlp": (0.4, 0.7),
@@ -117,7 +120,7 @@ DEFAULT_EPS = {
 
 
 @dataclass(frozen=True)
-class CFLOptions(AlgorithmOptions):
+class CFLOptions(WeightingOptions):
     eps1: float | None = setting(None, Interval(0, low_open=True), label="eps1 (mean update norm)", step=0.05,
                                  allowed_text="a positive update norm, or none for the model's default",
                                  help="split only when the cluster's mean update norm is below this")
@@ -133,12 +136,22 @@ class CFLOptions(AlgorithmOptions):
                                   help="the paper: a cluster needs more than 2 participants to split")
     gamma_max: float = setting(0.6, Interval(0, 1, low_open=True), label="gamma max", step=0.05,
                                help="accept a split only if gamma_max < sqrt((1 - alpha_cross_max) / 2)")
+    gamma_check: bool = setting(True, label="gamma check",
+                                help="accept a split only if it passes the paper's gamma_max check (the authors' "
+                                     "code never checks)")
     bipartition: str = setting("optimal", Choice(BIPARTITIONS), label="Bipartition",
                                help="optimal: the paper's Algorithm 1; complete: the authors' code (complete "
                                     "linkage)")
     max_clusters: int | None = setting(None, Interval(1), label="Most clusters",
                                        none_means="the run's models, or no cap",
                                        help="stop splitting at this many clusters")
+    optimizer_state: str = setting("reset", Choice(OPTIMIZER_STATES), label="Client optimiser state",
+                                   help="reset: a fresh optimiser every round (every algorithm's way); persistent: "
+                                        "each client keeps its momentum (Adam moments) from round to round and "
+                                        "across splits, as the authors' code")
+    lr_decay: float = setting(1.0, Interval(0, 1, low_open=True), label="lr decay per round", step=0.01,
+                              allowed_text="a factor in (0, 1] (1: constant lr)",
+                              help="round t (from 0) trains with lr x lr_decay^(t+1); the authors' code: 0.99")
     record_similarity_max: int = setting(100, Interval(0), label="Record similarity up to",
                                          help="record the round's similarity matrix up to this many participants")
 
@@ -268,6 +281,10 @@ class CFL(Algorithm):
                               or DEFAULT_EPS.get(family, DEFAULT_EPS["mlp"]))
         self.eps1 = o.eps1 if o.eps1 is not None else default1
         self.eps2 = o.eps2 if o.eps2 is not None else default2
+        self.memory = None
+        if o.optimizer_state == "persistent":  # one optimiser state per client, kept for the whole run
+            self.memory = OptimizerMemory.zeros(self.ctx.fed.num_clients, self.ctx.spec.dim,
+                                                self.engine.train_cfg.optimizer, self.ctx.fed.device)
         return {"cfl_params": {"eps1": self.eps1, "eps2": self.eps2, "gamma_max": o.gamma_max,
                                "warmup_rounds": o.warmup_rounds, "min_split_size": o.min_split_size,
                                "bipartition": o.bipartition, "max_clusters": self.cap}}
@@ -276,7 +293,7 @@ class CFL(Algorithm):
     def run_round(self, round_index, participants):
         owners = self.assign[participants].clone()
         updates, train_loss = self._train(round_index, participants, owners)
-        weights = self.engine.weights(participants)
+        weights = self.engine.weights(participants, self.opts.weighting)
         norms = updates.norm(dim=1).cpu()
         sim = cosine_similarity_matrix(updates)
         extras: dict = {"update_norms": [round(float(v), 5) for v in norms]}
@@ -300,7 +317,12 @@ class CFL(Algorithm):
         """(weight updates [P, D], train loss [P]): each participant trains from its cluster's model."""
         device = self.ctx.fed.device
         self.models = self.models.to(device)
-        trained, train_loss = self.engine.federated_train(self.models, participants, owners, round_index)
+        train = None
+        if self.opts.lr_decay != 1.0:  # the authors' code decays before each round's training, the first too
+            base = self.engine.train_cfg
+            train = dataclasses.replace(base, lr=base.lr * self.opts.lr_decay ** (round_index + 1))
+        trained, train_loss = self.engine.federated_train(self.models, participants, owners, round_index,
+                                                          train=train, memory=self.memory)
         return trained - self.models[owners.to(device)], train_loss
 
     def _split_checks(self, round_index: int, participants: torch.Tensor, owners: torch.Tensor,
@@ -321,7 +343,7 @@ class CFL(Algorithm):
             ids = participants[pos].tolist()
             sub = sim[np.ix_(pos.numpy(), pos.numpy())]
             part1, part2, alpha = split_clients(ids, sub, self.opts.bipartition)
-            accepted = gamma_check(self.opts.gamma_max, alpha)
+            accepted = gamma_check(self.opts.gamma_max, alpha) or not self.opts.gamma_check
             event = {"round": round_index, "cluster": k, "children": [part1, part2],
                      "alpha_cross_max": round(alpha, 5), "gamma_bound": round(gamma_bound(alpha), 5),
                      "gamma_max": self.opts.gamma_max, "mean_norm": round(mean_norm, 5),

@@ -32,6 +32,9 @@ from ..settings import Choice, Interval, setting
 from .base import Algorithm, InitOptions, RoundOutcome
 
 FIRST_ASSIGNMENTS = ("random", "evaluation")
+K_RULES = ("centred", "authors")
+MATCH_ON = ("embedding", "raw")
+AUTHORS_K_MARGIN = 1.10  # the authors' code: a larger K must score more than 1.10 x the best so far
 
 
 @dataclass(frozen=True)
@@ -44,11 +47,29 @@ class CloveOptions(InitOptions):
                                 help="the paper's SLV variant: cluster the square roots of the losses")
     first_assignment: str = setting("random", Choice(FIRST_ASSIGNMENTS), label="First assignment",
                                     help="round 0: random models, or cluster the initial models' losses")
-    stable_rounds: int = setting(3, Interval(1), label="Stable after (rounds)",
+    cover_models: bool = setting(True, label="Random start: every model gets a client",
+                                 help="first_assignment=random: when a draw leaves a model without a client, "
+                                      "move a random client of a model that has several to it (needs at "
+                                      "least K participants)")
+    stable_rounds: int = setting(3, Interval(1), label="Stable after (unchanged rounds)",
                                  help="a client is stable once its model has not changed for this many rounds")
+    stable_after: int | None = setting(None, Interval(1), label="Stable after (identical assignments)",
+                                       none_means="stable_rounds + 1",
+                                       help="the authors' count: a client is stable after this many identical "
+                                            "consecutive assignments (their code: 3); overrides stable_rounds")
+    freeze: bool = setting(True, label="Freeze once stable",
+                           help="stop clustering once stable_share of the participants are stable (the paper's "
+                                "accuracy tables ran without it)")
+    match_on: str = setting("embedding", Choice(MATCH_ON), label="Matching cost on",
+                            help="embedding: the cost sums what was clustered (square roots under SLV, as the "
+                                 "authors' code); raw: the plain losses")
     stable_share: float = setting(1.0, Interval(0, 1, low_open=True), label="Stable share", step=0.05,
                                   allowed_text="a share in (0, 1]",
                                   help="clustering stops once this share of the participants is stable")
+    k_rule: str = setting("centred", Choice(K_RULES), label="Unknown-K rule",
+                          help="centred: KMeans silhouette on row-centred loss vectors, K = 1 allowed (CFL Lab, "
+                               "measured better); authors: Ward-linkage silhouette on the loss vectors, K >= 2, a "
+                               "larger K only if it scores > 1.10 x the best so far (the authors' code)")
     min_silhouette: float = setting(0.5, Interval(-1, 1), label="Least silhouette", step=0.05,
                                     allowed_text="a silhouette score in [-1, 1]",
                                     help="unknown K: below this best score the clients form one cluster")
@@ -91,6 +112,57 @@ def choose_k(embedding: np.ndarray, k_max: int, seed: int, min_score: float, tol
     return min(k for k, s in scores.items() if s >= best - tolerance), scores
 
 
+def cover_every_model(assignment: torch.Tensor, k: int, rng) -> list[int]:
+    """Give every model at least one client (in place) when there are at least k clients.
+
+    For each model without a client, in increasing order, a client is drawn uniformly among those whose
+    model has two or more and moved to it; returns the positions moved. (The authors' repair overwrites a
+    random position, which can empty another model: their random start then still misses a model in about
+    1 draw in 6 for K = 4 and 5 clients.)
+    """
+    moved: list[int] = []
+    if len(assignment) < k:
+        return moved
+    for model in range(k):
+        counts = torch.bincount(assignment, minlength=k)
+        if counts[model] > 0:
+            continue
+        donors = torch.nonzero(counts[assignment] >= 2).squeeze(1).tolist()
+        pick = donors[int(rng.integers(0, len(donors)))]
+        assignment[pick] = model
+        moved.append(pick)
+    return moved
+
+
+def choose_k_authors(embedding: np.ndarray, k_max: int) -> tuple[int, dict[int, float]]:
+    """The authors' rule for an unknown K (their `find_best_K_by_silhouette`, re-implemented from its description).
+
+    Ward-linkage agglomerative clustering of the loss vectors as they are (square roots under SLV, not
+    centred) for K = 2..min(P, k_max); when that upper end reaches the number of clients P, every vector
+    is repeated 5 times first (so K = P is possible). The silhouette of each K is compared with the best
+    so far (starting at -1): a K replaces it only if its score is more than 1.10 times the best (strictly),
+    so ties and near-ties keep the smaller K. K = 1 is never chosen. Returns (K, scores); fewer than 2
+    clients give K = 1 (the authors' code fails there).
+    """
+    from sklearn.cluster import AgglomerativeClustering
+
+    n = len(embedding)
+    upper = min(n, k_max)
+    if upper < 2:
+        return 1, {}
+    points = np.repeat(embedding, 5, axis=0) if upper >= n else embedding
+    scores: dict[int, float] = {}
+    best_k, best = None, -1.0
+    for k in range(2, upper + 1):
+        labels = AgglomerativeClustering(n_clusters=k, linkage="ward").fit_predict(points)
+        if len(set(labels)) < 2:
+            continue
+        scores[k] = float(silhouette_score(points, labels))
+        if scores[k] > best * AUTHORS_K_MARGIN:
+            best_k, best = k, scores[k]
+    return (best_k if best_k is not None else 1), scores
+
+
 class Clove(Algorithm):
     name = "clove"
     label = "CLoVE"
@@ -107,6 +179,12 @@ class Clove(Algorithm):
         self.centres: dict[int, np.ndarray] = {}  # model index -> cluster centre in embedding space
         return extras
 
+    @property
+    def unchanged_needed(self) -> int:
+        """Unchanged transitions that make a client stable: n identical assignments are n - 1 transitions."""
+        o = self.opts
+        return o.stable_after - 1 if o.stable_after is not None else o.stable_rounds
+
     def _embed(self, losses: torch.Tensor) -> np.ndarray:
         values = losses.clamp(min=0).sqrt() if self.opts.sqrt_losses else losses
         return values.double().numpy()
@@ -118,6 +196,9 @@ class Clove(Algorithm):
         info = {}
         if not self.opts.unknown_k:
             k = min(self.opts.k or self.models.shape[0], len(embedding))
+        elif self.opts.k_rule == "authors":
+            k, scores = choose_k_authors(embedding, self.models.shape[0])
+            info["silhouette"] = {str(j): s for j, s in scores.items()}
         else:
             k, scores = choose_k(embedding, self.models.shape[0], seed, self.opts.min_silhouette,
                                  self.opts.silhouette_tolerance)
@@ -129,7 +210,7 @@ class Clove(Algorithm):
             labels, centres = km.labels_, km.cluster_centers_
         clusters = int(labels.max()) + 1
         cost = np.zeros((clusters, self.models.shape[0]))
-        np.add.at(cost, labels, losses.double().numpy())
+        np.add.at(cost, labels, embedding if self.opts.match_on == "embedding" else losses.double().numpy())
         rows, cols = linear_sum_assignment(cost)  # rectangular when fewer clusters than models
         to_model = dict(zip(rows.tolist(), cols.tolist()))
         self.centres = {to_model[j]: centres[j] for j in range(clusters)}
@@ -141,7 +222,8 @@ class Clove(Algorithm):
         self._track_stability(round_index, participants, new, phase, extras)
         # A client that sent a loss vector already holds all K models: it is not sent its own again.
         self.models, train_loss = self.engine.train_and_aggregate(
-            self.models, participants, self.assign[participants], round_index)
+            self.models, participants, self.assign[participants], round_index,
+            weighting=self.opts.weighting)
         return RoundOutcome(phase, losses, train_loss, extras)
 
     def _assign(self, round_index: int, participants: torch.Tensor
@@ -159,7 +241,12 @@ class Clove(Algorithm):
         if round_index == 0 and self.opts.first_assignment == "random":
             k_hat = self.models.shape[0]
             new = torch.as_tensor(self.rng("first").integers(0, k_hat, len(participants)), dtype=torch.int64)
-            return "init", new, None, {}
+            extras = {}
+            if self.opts.cover_models:
+                moved = cover_every_model(new, k_hat, self.rng("first-cover"))
+                if moved:
+                    extras["first_assignment_moved"] = [int(participants[i]) for i in moved]
+            return "init", new, None, extras
         losses = self.engine.loss_matrix(self.models, participants, uploads=True)  # the server clusters them
         new, extras = self._cluster(losses, round_index)
         return "clustering", new, losses, extras
@@ -170,9 +257,10 @@ class Clove(Algorithm):
         old = self.assign[participants]
         self.unchanged[participants] = torch.where(new == old, self.unchanged[participants] + 1, 0)
         self.assign[participants] = new
-        stable = self.unchanged[participants] >= self.opts.stable_rounds
+        stable = self.unchanged[participants] >= self.unchanged_needed
         extras["stable_share"] = float(stable.float().mean()) if len(participants) else 0.0
-        if not self.frozen and phase == "clustering" and extras["stable_share"] >= self.opts.stable_share:
+        if (self.opts.freeze and not self.frozen and phase == "clustering"
+                and extras["stable_share"] >= self.opts.stable_share):
             self.frozen = True
             extras["frozen_after"] = round_index  # no loss vectors from the next round on
 

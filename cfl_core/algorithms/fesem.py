@@ -81,7 +81,8 @@ class FeSEM(Algorithm):
         new, distances = nearest_centre(trained, self.models)
         self.assign[participants] = new
         k = self.models.shape[0]
-        self.models = grouped_weighted_mean(trained, new.to(device), self.engine.weights(participants), self.models)
+        self.models = grouped_weighted_mean(trained, new.to(device), self.engine.weights(participants, self.opts.weighting),
+                                            self.models)
         extras = {"moved": int((new != before).sum()), "centre_sizes": torch.bincount(new, minlength=k).tolist()}
         if len(participants) <= self.opts.record_distances_max:
             extras["l2_distances"] = [[round(float(v), 4) for v in row] for row in distances]

@@ -20,6 +20,12 @@ the subset, or a newcomer) pre-trains from the initial model the same way and
 joins the group whose stored direction is closest in cosine dissimilarity
 (1 - cos) / 2. The stored directions are those of the cold start (FlexCFL's
 code; FedGroup's code compared with each group's latest update instead).
+By default (`client_cold_start=setup`) every present client is cold-started
+at set-up and a newcomer when it joins, so every client has a group and is
+evaluated from round 0; the authors' code cold-starts a client in the round
+it is first selected (`client_cold_start=first-selected`: until then it has
+no group and is not evaluated). Under full participation both give the same
+records.
 
 Every round the groups train by FedAvg inside each group (the engine's
 train_and_aggregate). Inter-group aggregation with rate `eta_g` (0: purely
@@ -61,14 +67,15 @@ from ..engine.seeding import derive_seed
 from ..errors import ConfigError
 from ..dynamics import newcomer_count
 from ..settings import Choice, Interval, setting
-from .base import Algorithm, AlgorithmOptions, RoundOutcome
+from .base import Algorithm, RoundOutcome, WeightingOptions
 
 MEASURES = ("edc", "madc")
 INTER_GROUP = ("updates", "models")
+COLD_STARTS = ("setup", "first-selected")
 
 
 @dataclass(frozen=True)
-class FedGroupOptions(AlgorithmOptions):
+class FedGroupOptions(WeightingOptions):
     alpha: float = setting(20.0, Interval(0, low_open=True), label="Cold-start clients (alpha x models)", step=1.0,
                            allowed_text="a positive number (alpha x models clients pre-train)",
                            help="group cold start pre-trains alpha x m clients (every present client if fewer)")
@@ -82,6 +89,11 @@ class FedGroupOptions(AlgorithmOptions):
                            help="inter-group aggregation rate; 0 = pluralistic groups (no mixing)")
     inter_group: str = setting("updates", Choice(INTER_GROUP), label="Inter-group form",
                                help="updates: the papers' form; models: the authors' code")
+    client_cold_start: str = setting("setup", Choice(COLD_STARTS), label="Client cold start",
+                                     help="setup: every present client at set-up, a newcomer when it joins (every "
+                                          "client has a group and is evaluated); first-selected: a client outside "
+                                          "the group cold start (or a newcomer) is cold-started in the first round "
+                                          "it takes part (the authors' code)")
 
 
 @dataclass(frozen=True)
@@ -194,7 +206,8 @@ class FedGroup(Algorithm):
                                  "pretrain_epochs": self.opts.pretrain_epochs,
                                  "group_sizes": torch.bincount(labels, minlength=m).tolist()}}
         rest = torch.as_tensor(np.setdiff1d(clients.numpy(), chosen), dtype=torch.int64)
-        if len(rest):
+        self.waiting_newcomers: set[int] = set()
+        if len(rest) and self.opts.client_cold_start == "setup":
             self._client_cold_start(rest, 0, "client-cold-start")
         extras["edc"] = list(self.edc)
         self._edc_changed = False
@@ -247,7 +260,18 @@ class FedGroup(Algorithm):
         return groups
 
     def place_newcomers(self, clients, round_index):
+        if self.opts.client_cold_start == "first-selected":
+            self.waiting_newcomers.update(clients.tolist())  # cold-started when first selected
+            return
         self._client_cold_start(clients, round_index, "newcomer")
+
+    def _first_cold_start(self, unplaced: torch.Tensor, round_index: int) -> None:
+        """Cold-start the participants that have no group yet (first selection), newcomers on their own stream."""
+        new = torch.tensor([c in self.waiting_newcomers for c in unplaced.tolist()], dtype=torch.bool)
+        for mask, purpose in ((~new, "client-cold-start"), (new, "newcomer")):
+            if bool(mask.any()):
+                self._client_cold_start(unplaced[mask], round_index, purpose)
+        self.waiting_newcomers.difference_update(unplaced.tolist())
 
     # -- rounds ------------------------------------------------------------------------
     def _migrate(self, participants: torch.Tensor, round_index: int) -> list[dict]:
@@ -293,11 +317,12 @@ class FedGroup(Algorithm):
         if self.migrates:
             extras["migrations"] = self._migrate(participants, round_index) if round_index > 0 else []
         unplaced = participants[self.assign[participants] < 0]
-        if len(unplaced):  # not expected (newcomers are placed when they join), kept safe
-            self._client_cold_start(unplaced, round_index, "late-cold-start")
+        if len(unplaced):  # client_cold_start=first-selected: their first round
+            self._first_cold_start(unplaced, round_index)
         old = self.models
         owners = self.assign[participants]
-        self.models, train_loss = self.engine.train_and_aggregate(old, participants, owners, round_index)
+        self.models, train_loss = self.engine.train_and_aggregate(old, participants, owners, round_index,
+                                                                  weighting=self.opts.weighting)
         trained = torch.bincount(owners, minlength=old.shape[0]) > 0
         self.models = self._inter_group(old.to(self.models.device), self.models, trained.to(self.models.device))
         if self._edc_changed:

@@ -29,5 +29,6 @@ class IFCA(Algorithm):
         losses = self.engine.loss_matrix(self.models, participants, uploads=False)
         self.assign[participants] = torch.argmin(losses, dim=1)  # first minimum on ties
         self.models, train_loss = self.engine.train_and_aggregate(
-            self.models, participants, self.assign[participants], round_index)
+            self.models, participants, self.assign[participants], round_index,
+            weighting=self.opts.weighting)
         return RoundOutcome("clustering", losses, train_loss)

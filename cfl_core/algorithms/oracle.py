@@ -1,13 +1,14 @@
 """Oracle: FedAvg inside the true clusters — the accuracy a perfect clustering reaches."""
 from __future__ import annotations
 
-from .base import Algorithm, RoundOutcome
+from .base import Algorithm, RoundOutcome, WeightingOptions
 
 
 class Oracle(Algorithm):
     name = "oracle"
     label = "Oracle (true clusters)"
     summary = "Knows every client's true cluster and runs FedAvg inside each: the ceiling."
+    Options = WeightingOptions
 
     def setup(self, clients):
         truth = self.ctx.true_clusters()
@@ -22,5 +23,6 @@ class Oracle(Algorithm):
     def run_round(self, round_index, participants):
         self.assign[participants] = self.ctx.true_clusters()[participants]  # follows data shifts
         self.models, train_loss = self.engine.train_and_aggregate(
-            self.models, participants, self.assign[participants], round_index)
+            self.models, participants, self.assign[participants], round_index,
+            weighting=self.opts.weighting)
         return RoundOutcome("training", None, train_loss)

@@ -11,17 +11,22 @@ from pathlib import Path
 
 from ..compare import compare_table, comparison_configs
 from ..errors import ConfigError
-from .run_cmd import add_experiment_flags, config_from_args, summary_line
+from .run_cmd import add_experiment_flags, config_from_args, profile_request, summary_line
 from .sweep_cmd import SweepBar, add_executor_flags
 
 PER_ALGORITHM = ("algorithm", "models", "options")
 
 
-def compare_spec(base, names: list[str]) -> dict:
-    """The sweep spec of a comparison: the shared fields as base, one case per algorithm (compare's rules)."""
-    configs = comparison_configs(base, names)  # K-hat defaults, options per algorithm, each config validated
-    shared = {k: v for k, v in base.to_dict().items() if k not in PER_ALGORITHM}
-    cases = [{k: getattr(c, k) for k in PER_ALGORITHM} for c in configs]
+def compare_spec(base, names: list[str], profile: tuple | None = None) -> dict:
+    """The sweep spec of a comparison: the shared fields as base, one case per algorithm (compare's rules).
+
+    With a profile (`run_cmd.profile_request`) each algorithm's case also holds the fields its profile sets."""
+    configs = comparison_configs(base, names, profile=profile)  # K-hat defaults, options, profiles; validated
+    base_dict = base.to_dict()
+    varying = set(PER_ALGORITHM) | {k for c in configs for k, v in c.to_dict().items() if v != base_dict[k]}
+    per_case = [k for k in base_dict if k in varying]
+    shared = {k: v for k, v in base_dict.items() if k not in varying}
+    cases = [{k: getattr(c, k) for k in per_case} for c in configs]
     return {"name": "compare", "description": "compare: " + ", ".join(names), "base": shared, "cases": cases,
             "folder": "{algorithm}"}
 
@@ -32,9 +37,9 @@ def run(args) -> int:
     names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if not names:
         raise ConfigError("algorithms", args.algorithms, "a comma-separated list such as clove,ifca,fedavg,oracle")
-    base = config_from_args(args, validate=False, algorithm=names[0])
+    base = config_from_args(args, validate=False, profile=False, algorithm=names[0])
     out = Path(args.out)
-    spec = SweepSpec.from_dict(compare_spec(base, names))
+    spec = SweepSpec.from_dict(compare_spec(base, names, profile_request(args)))
     bar = SweepBar("compare")
     try:
         outcome = run_sweep(spec, out, executor=args.executor, workers=args.workers, cpus_per_run=args.cpus_per_run,

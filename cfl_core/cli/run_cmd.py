@@ -7,6 +7,7 @@ import time
 
 from ..config import ExperimentConfig, load_config_file
 from ..errors import ConfigError
+from ..profiles import PROFILES, apply_profile
 from ..settings import settings_of
 from .flags import add_setting_flags, key_values
 
@@ -17,10 +18,26 @@ def add_experiment_flags(parser: argparse.ArgumentParser, skip: tuple[str, ...] 
     parser.add_argument("--shift-option", action="append", default=[], metavar="KEY=VALUE",
                         help="a distribution-shift option, e.g. --shift-option probability=0.1 (repeatable)")
     parser.add_argument("--config", help="a JSON file of config fields; flags given override it")
+    parser.add_argument("--profile", choices=PROFILES,
+                        help="the paper's or the authors' code's training settings and rules for the algorithm "
+                             "(docs/faithfulness.md); flags and --option given override it")
 
 
-def config_from_args(args: argparse.Namespace, validate: bool = True, **overrides) -> ExperimentConfig:
-    """The config file (if any), then the flags given, then `overrides`; option texts typed by their settings."""
+def profile_request(args: argparse.Namespace) -> tuple[str, set[str], set[str]] | None:
+    """(profile, config fields given as flags, option keys given) when --profile was asked for, else None."""
+    name = getattr(args, "profile", None)
+    if not name:
+        return None
+    given = {n for n, s in settings_of(ExperimentConfig).items() if s.flag and getattr(args, n, None) is not None}
+    options = set(key_values(getattr(args, "option", []), "--option"))
+    return name, given, options
+
+
+def config_from_args(args: argparse.Namespace, validate: bool = True, profile: bool = True,
+                     **overrides) -> ExperimentConfig:
+    """The config file (if any), then the flags given, then `overrides`; option texts typed by their settings.
+
+    With `profile` (and --profile given) the profile's settings for the algorithm come in under the flags."""
     from ..algorithms import ALGORITHMS
     from ..dynamics import SHIFTS
 
@@ -45,6 +62,11 @@ def config_from_args(args: argparse.Namespace, validate: bool = True, **override
             shift_options = {k: getattr(typed, k) for k in shift_options}
     config = config.replace(options={**config.options, **options},
                             shift_options={**config.shift_options, **shift_options})
+    request = profile_request(args) if profile else None
+    if request is not None:
+        name, given, given_options = request
+        config, note = apply_profile(config, name, keep=given | set(overrides), keep_options=given_options)
+        print(note, file=sys.stderr)
     if validate:
         config.validate()
     return config
@@ -62,7 +84,8 @@ class ProgressBar:
     def update(self, record) -> None:
         done = record.round + 1
         acc = f"acc {record.accuracy:.3f}" if record.accuracy is not None else f"loss {record.loss:.4f}"
-        ari = f"ARI {record.ari:.2f}" if record.ari is not None else "ARI -"
+        ari = (f"ARI {record.ari:.2f}" if record.ari is not None else
+               "ARI n/a" if record.extras.get("ari_applicable") is False else "ARI -")
         width = 24
         filled = int(width * done / self.total)
         line = f"{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} {acc} {ari} {record.phase}"
@@ -81,8 +104,10 @@ def summary_line(summary: dict, folder) -> str:
     parts = [
         f"{summary['algorithm']}: {summary['status']} after {summary['rounds_completed']} rounds",
         f"final accuracy {acc:.4f}" if acc is not None else f"final loss {summary.get('final_loss')}",
-        f"final ARI {summary['final_ari']:.3f}" if summary.get("final_ari") is not None else "final ARI -",
-        f"ARI>=0.9 at round {first}" if first is not None else "ARI never >= 0.9",
+        f"final ARI {summary['final_ari']:.3f}" if summary.get("final_ari") is not None else
+        "ARI not applicable" if summary.get("ari_applicable") is False else "final ARI -",
+        *([] if summary.get("ari_applicable") is False else
+          [f"ARI>=0.9 at round {first}" if first is not None else "ARI never >= 0.9"]),
         f"{summary['total_bytes'] / 1e6:.2f} MB sent",
         f"{summary['total_seconds']:.1f} s",
     ]

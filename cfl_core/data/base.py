@@ -22,6 +22,8 @@ class DatasetInfo:
     # They let a partition check what the pools can give before loading anything.
     train_class_counts: tuple[int, ...] = ()
     test_class_counts: tuple[int, ...] = ()
+    # Natural clients (FEMNIST's writers): how many the source has; 0 = none (every sample is in one pool).
+    natural_clients: int = 0
 
     @property
     def is_image(self) -> bool:
@@ -35,6 +37,8 @@ class Dataset:
     x: float32 [N, *input_shape]; images scaled to [0, 1].
     y: int64 class labels for classification, float32 targets for regression.
     extras: source-specific facts (e.g. the noise level of synthetic-linear).
+    train_owner / test_owner: for a source with natural clients, the natural client (writer) of
+    each sample, 0..natural_clients-1; None otherwise. `owner_names` names them (e.g. LEAF's user ids).
 
     Loaded data sets are cached and shared: treat the tensors as read-only
     (copy before changing them in place).
@@ -46,6 +50,9 @@ class Dataset:
     x_test: torch.Tensor
     y_test: torch.Tensor
     extras: dict = field(default_factory=dict)
+    train_owner: torch.Tensor | None = None
+    test_owner: torch.Tensor | None = None
+    owner_names: tuple[str, ...] = ()
 
 
 class Located(NamedTuple):

@@ -5,7 +5,7 @@ import functools
 from dataclasses import dataclass
 
 from ..errors import ConfigError, DataUnavailable
-from . import cifar, digits, mnist, synthetic
+from . import agnews, cifar, digits, femnist, mnist, synthetic
 from .base import Dataset, DatasetInfo, DataSource
 
 # The registry: name -> source, built here from the sources' own names; each source is defined in
@@ -15,6 +15,8 @@ DATA_SOURCES: dict[str, DataSource] = {source.name: source for source in (
     mnist.FASHION_MNIST,
     mnist.MNIST,
     cifar.SOURCE,
+    femnist.SOURCE,
+    agnews.SOURCE,
     synthetic.LINEAR,
     synthetic.BLOBS,
 )}
@@ -70,10 +72,13 @@ def _load_cached(name: str, key, seed: int) -> Dataset:
 
 
 def download_source(name: str, data_dir: str | None = None) -> None:
-    """Fetch a file source with torchvision (needs a network). Bundled sources need nothing."""
+    """Fetch a file source with torchvision (needs a network). Bundled sources need nothing; a file source
+    without a public mirror (FEMNIST, AG News) says how to get it instead."""
     source = data_source(name)
     if source.download is not None:
         source.download(data_dir)
+    elif source.file_based:
+        raise DataUnavailable(name, [], f"no download for {name}: {source.how_to_get}")
 
 
 def load_dataset(name: str, *, data_dir: str | None = None, download: bool = False, seed: int = 0) -> Dataset:

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .spec import ModelSpec, NamedSequential, batched_linear
+from .spec import ModelSpec, NamedSequential
 
 STRATEGIES = ("unfold", "grouped", "loop")
 SLICE = 256  # samples per convolution call when one model sees a large batch
@@ -39,6 +39,7 @@ def preferred_strategy(device: torch.device) -> str:
 
 class CNN(ModelSpec):
     name = "cnn"
+    head_layer = "fc"
 
     def __init__(self, input_shape, outputs, strategy: str = "auto"):
         super().__init__(input_shape, outputs)
@@ -72,6 +73,10 @@ class CNN(ModelSpec):
         return preferred_strategy(device) if self.strategy == "auto" else self.strategy
 
     def apply(self, p, x):
+        return self.head(p, self.features(p, x))
+
+    def features(self, p, x):
+        """The flattened output of the two conv blocks, [C, B, 16 * h2 * w2]."""
         copies = x.shape[0]
         # One copy (the loss matrix and evaluation share a model over a large batch) is a plain conv.
         strategy = "loop" if copies == 1 else self.resolved_strategy(x.device)
@@ -81,7 +86,7 @@ class CNN(ModelSpec):
             features = self._features_loop(p, x)
         else:
             features = self._features_unfold(p, x)
-        return batched_linear(features, p["fc.weight"], p["fc.bias"])
+        return features
 
     # Every strategy maps x [C, B, ch, H, W] to features [C, B, 16 * h2 * w2] (PyTorch's flatten order).
     # Each conv block is conv -> max-pool -> ReLU: pooling before the ReLU gives the same values and

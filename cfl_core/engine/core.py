@@ -6,15 +6,18 @@ operation counts its own traffic in `engine.traffic` (see `traffic.py`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
-from . import aggregate
+from . import aggregate, summaries
 from .federation import Federation
 from .models import ModelSpec, per_sample_correct, per_sample_loss
+from .objective import Objective
 from .traffic import TrafficLedger
-from .training import BatchSchedule, TrainConfig, batch_schedule, full_gradients, masked_mean, train_batched
+from .training import (BatchSchedule, OptimizerMemory, TrainConfig, batch_schedule, full_gradients, learn_mixing, masked_mean,
+                       train_batched)
 
 AGGREGATIONS = ("model", "gradient")  # CLoVE's Option I (model averaging) and Option II
 
@@ -23,6 +26,15 @@ AGGREGATIONS = ("model", "gradient")  # CLoVE's Option I (model averaging) and O
 class Evaluation:
     loss: torch.Tensor  # [P] mean test loss per client
     accuracy: torch.Tensor | None  # [P] test accuracy per client; None for regression / reconstruction
+
+
+@dataclass
+class FeatureStats:
+    """Per client and class, over its training samples, of the penultimate layer's output f(x)."""
+
+    mean: torch.Tensor  # [P, classes, F] mean feature (a class prototype); 0 where the client has none
+    count: torch.Tensor  # [P, classes] samples
+    sq_norm: torch.Tensor  # [P, classes] mean of ||f(x)||^2
 
 
 class Engine:
@@ -55,9 +67,14 @@ class Engine:
         by_cache = self.eval_samples // max(1, samples_per_client)
         return max(1, min(by_memory, by_cache))
 
-    def weights(self, clients: torch.Tensor) -> torch.Tensor:
-        """Aggregation weight of each client: its training sample count."""
-        return self.fed.n_train[clients.to(self.fed.device)].to(torch.float32)
+    def weights(self, clients: torch.Tensor, weighting: str = "samples") -> torch.Tensor:
+        """Aggregation weight of each client: its training sample count (`samples`), or 1 (`uniform`)."""
+        counts = self.fed.n_train[clients.to(self.fed.device)].to(torch.float32)
+        if weighting == "uniform":
+            return torch.ones_like(counts)
+        if weighting != "samples":
+            raise ValueError(f"weighting {weighting!r}: samples or uniform")
+        return counts
 
     # -- local training -----------------------------------------------------
     def schedule(self, clients: torch.Tensor, stream: int, train: TrainConfig | None = None) -> BatchSchedule:
@@ -68,7 +85,8 @@ class Engine:
 
     def train_without_exchange(self, start: torch.Tensor, clients: torch.Tensor, round_index: int,
                                train: TrainConfig | None = None, stream: int | None = None,
-                               schedule: BatchSchedule | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                               schedule: BatchSchedule | None = None, objective: Objective | None = None,
+                               memory: OptimizerMemory | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Train start[i] on client clients[i]; returns (params [P, D], mean train loss [P]).
 
         Nothing is sent or received: only for models that never leave the client
@@ -76,7 +94,10 @@ class Engine:
         which count their traffic. `train` overrides the run's training settings (e.g. a pre-training phase);
         `stream` names the minibatch random stream (default: the round index), so
         extra training outside the rounds draws batches of its own. `schedule`, when
-        given, is `self.schedule(clients, stream, train)` already drawn.
+        given, is `self.schedule(clients, stream, train)` already drawn. `objective`
+        adds the terms of `objective.py` (rows follow `clients`). `memory` (one row per client of the
+        federation, `OptimizerMemory.zeros`): each client's optimiser continues from its row and leaves
+        its state there (persistent optimiser state); None: a fresh optimiser per call.
         """
         train = train or self.train_cfg
         stream = round_index if stream is None else stream
@@ -89,35 +110,113 @@ class Engine:
         chunk = self._train_chunk()
         for lo in range(0, len(clients), chunk):
             hi = min(lo + chunk, len(clients))
+            part = memory.rows(clients[lo:hi]) if memory is not None else None
             _, loss = train_batched(self.spec, start[lo:hi], self.fed, clients[lo:hi], schedule.rows(lo, hi),
-                                    train, out=result[lo:hi])
+                                    train, out=result[lo:hi],
+                                    objective=objective.rows(lo, hi) if objective is not None else None,
+                                    memory=part)
+            if part is not None:
+                memory.store(clients[lo:hi], part)
             losses.append(loss)
         return result, (torch.cat(losses).cpu() if losses else torch.zeros(0))
 
     def federated_train(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor,
-                        round_index: int, train: TrainConfig | None = None, stream: int | None = None
+                        round_index: int, train: TrainConfig | None = None, stream: int | None = None,
+                        objective: Objective | None = None, memory: OptimizerMemory | None = None
                         ) -> tuple[torch.Tensor, torch.Tensor]:
         """Send `models[model_of[i]]` to client `clients[i]`, train it there and receive the result.
 
         Returns (trained params [P, D], mean train loss [P]); the caller derives an
         update (trained - start) where it needs one: the same bytes come back.
-        `train` and `stream` as in `train_without_exchange`.
+        `train` and `stream` as in `train_without_exchange`. An objective's feature
+        targets (prototypes) are sent too; a proximal anchor is the start model itself.
         """
         self.traffic.send(models, clients, model_of)
+        self._send_objective(objective, clients)
         self.traffic.receive_models(len(clients))
         start = models.to(self.fed.device)[model_of.to(self.fed.device)]
-        return self.train_without_exchange(start, clients, round_index, train=train, stream=stream)
+        return self.train_without_exchange(start, clients, round_index, train=train, stream=stream,
+                                           objective=objective, memory=memory)
+
+    def local_train(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor, round_index: int,
+                    train: TrainConfig | None = None, stream: int | None = None,
+                    objective: Objective | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Like `federated_train`, but the trained models stay on the clients: nothing comes back.
+
+        The result is recorded as held by its clients (row i by clients[i]), so a later
+        `federated_train` of it sends nothing down (FedPAC's head phase before its body phase).
+        """
+        self.traffic.send(models, clients, model_of)
+        self._send_objective(objective, clients)
+        start = models.to(self.fed.device)[model_of.to(self.fed.device)]
+        trained, loss = self.train_without_exchange(start, clients, round_index, train=train, stream=stream,
+                                                    objective=objective)
+        self.traffic.hold(trained, clients, torch.arange(len(clients)))
+        return trained, loss
+
+    def client_update(self, own: torch.Tensor, clients: torch.Tensor, round_index: int,
+                      train: TrainConfig | None = None, stream: int | None = None,
+                      objective: Objective | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each client trains its own model `own[i]`, which never leaves it (FedProto): only what the
+        objective needs (prototypes) is sent, nothing comes back. Returns (trained [P, D], loss [P])."""
+        self._send_objective(objective, clients)
+        return self.train_without_exchange(own, clients, round_index, train=train, stream=stream,
+                                           objective=objective)
+
+    def _send_objective(self, objective: Objective | None, clients: torch.Tensor) -> None:
+        if objective is not None and objective.has_feature_term:
+            self.traffic.send_floats(len(clients), objective.target_floats())
+
+    def adaptive_local_aggregation(self, received: torch.Tensor, model_of: torch.Tensor, local: torch.Tensor,
+                                   weights: torch.Tensor, mixed: torch.Tensor, clients: torch.Tensor,
+                                   stream: int, share: float, passes: torch.Tensor, eta: float,
+                                   threshold: float, window: int
+                                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """FedALA's local initialisation: send `received[model_of[i]]` to clients[i], which mixes it with
+        its own `local[i]` by learnt element-wise weights (`training.learn_mixing`) on a random `share` of
+        its training data (one shuffled epoch of stream `stream`, cut to that share).
+
+        Returns (mixed models [P, D], weights [P, D], passes taken [P]); the mixed models stay on the
+        clients (held: training them next sends nothing down).
+        """
+        self.traffic.send(received, clients, model_of)
+        device = self.fed.device
+        clients = clients.cpu()
+        rows = received.to(device)[model_of.to(device)]
+        one_epoch = TrainConfig(local_epochs=1, batch_size=self.train_cfg.batch_size)
+        schedule = self.schedule(clients, stream, one_epoch).share(share, self.fed.n_train[clients.to(device)].cpu())
+        out = torch.empty(len(clients), self.spec.dim, device=device)
+        new_weights = torch.empty_like(out)
+        taken = torch.zeros(len(clients), dtype=torch.long)
+        chunk = self._train_chunk()
+        for lo in range(0, len(clients), chunk):
+            hi = min(lo + chunk, len(clients))
+            theta, w, done = self._learn_mixing(local[lo:hi], rows[lo:hi], weights[lo:hi], mixed, clients[lo:hi],
+                                                schedule.rows(lo, hi), eta, passes[lo:hi], threshold, window)
+            out[lo:hi], new_weights[lo:hi], taken[lo:hi] = theta, w, done.cpu()
+        self.traffic.hold(out, clients, torch.arange(len(clients)))
+        return out, new_weights, taken
+
+    def _learn_mixing(self, local, received, weights, mixed, clients, schedule, eta, passes, threshold, window):
+        return learn_mixing(self.spec, local, received, weights, mixed, self.fed, clients, schedule, eta, passes,
+                            threshold, window)
 
     def train_and_aggregate(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor,
-                            round_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+                            round_index: int, objective: Objective | None = None, weighting: str = "samples"
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
         """One federated round for every model: clients train from their model, the server averages.
+
+        `weighting` as in `weights`: by sample count (FedAvg) or every client alike (IFCA's code).
 
         `model_of[i]` is the model client `clients[i]` trains. Models nobody trained stay as they were.
         Returns (new models [K, D], mean train loss per client [P]). Memory is bounded by chunking.
         Traffic: the model each client starts from down (unless it already holds it), its
-        trained model (or gradient) up.
+        trained model (or gradient) up. `objective` (model aggregation only) as in `federated_train`.
         """
+        if objective is not None and self.aggregation == "gradient":
+            raise ValueError("a local objective needs model aggregation")
         self.traffic.send(models, clients, model_of)
+        self._send_objective(objective, clients)
         self.traffic.receive_models(len(clients))
         device = self.fed.device
         models = models.to(device)
@@ -128,18 +227,71 @@ class Engine:
         schedule = self.schedule(clients, round_index) if self.aggregation != "gradient" else None
         for lo in range(0, len(clients), chunk):
             ids, owners = clients[lo : lo + chunk], model_of[lo : lo + chunk]
-            w = self.weights(ids)
+            w = self.weights(ids, weighting)
             if self.aggregation == "gradient":
                 contribution = full_gradients(self.spec, models[owners], self.fed, ids)
                 losses.append(torch.full((len(ids),), float("nan")))
             else:
-                contribution, loss = self.train_without_exchange(models[owners], ids, round_index,
-                                                                 schedule=schedule.rows(lo, lo + len(ids)))
+                contribution, loss = self.train_without_exchange(
+                    models[owners], ids, round_index, schedule=schedule.rows(lo, lo + len(ids)),
+                    objective=objective.rows(lo, lo + len(ids)) if objective is not None else None)
                 losses.append(loss)
             aggregate.add_weighted(sums, totals, contribution, owners, w)
         mean, trained = aggregate.group_means(sums, totals)
         new = models - self.train_cfg.lr * mean if self.aggregation == "gradient" else mean
         return aggregate.keep_untrained(new, models, trained), (torch.cat(losses) if losses else torch.zeros(0))
+
+    # -- what clients compute from their data and send -----------------------------------------
+    @torch.no_grad()
+    def feature_statistics(self, params: torch.Tensor, clients: torch.Tensor) -> FeatureStats:
+        """Per-class statistics of each client's features under its own model `params[i]` (no traffic)."""
+        fed, device = self.fed, self.fed.device
+        clients = clients.cpu()
+        classes, n_max = fed.num_classes, int(fed.x_train.shape[1])
+        dim = self.spec.feature_dim
+        mean = torch.zeros(len(clients), classes, dim)
+        count = torch.zeros(len(clients), classes)
+        sq = torch.zeros(len(clients), classes)
+        mask_all = fed.train_mask()
+        chunk = self._eval_chunk(n_max)
+        params = params.to(device)
+        for lo in range(0, len(clients), chunk):
+            ids = clients[lo : lo + chunk].to(device)
+            f = self.spec.features(self.spec.views(params[lo : lo + chunk]), fed.x_train[ids])  # [c, n, F]
+            onehot = torch.nn.functional.one_hot(fed.y_train[ids].clamp(min=0), classes).to(f.dtype)
+            onehot = onehot * mask_all[ids][..., None].to(f.dtype)  # padding counts for no class
+            n = onehot.sum(1)  # [c, classes]
+            sums = torch.bmm(onehot.transpose(1, 2), f)
+            sq_sums = torch.bmm(onehot.transpose(1, 2), (f * f).sum(-1, keepdim=True)).squeeze(-1)
+            held = n.clamp(min=1)
+            mean[lo : lo + len(ids)] = (sums / held[..., None]).cpu()
+            count[lo : lo + len(ids)] = n.cpu()
+            sq[lo : lo + len(ids)] = (sq_sums / held).cpu()
+        return FeatureStats(mean, count, sq)
+
+    def upload_feature_statistics(self, params: torch.Tensor, clients: torch.Tensor, *,
+                                  second_moments: bool = False) -> FeatureStats:
+        """Each client sends its class prototypes (the classes it holds x F floats) and its class counts
+        (`classes` floats); with `second_moments` also the mean squared feature norm of each held class
+        (FedPAC's variance term)."""
+        stats = self.feature_statistics(params, clients)
+        held = (stats.count > 0).sum(1)
+        each = held * self.spec.feature_dim + self.fed.num_classes + (held if second_moments else 0)
+        self.traffic.receive_floats(len(clients), each)
+        return stats
+
+    def upload_local_centres(self, clients: torch.Tensor, k: int, seed: int) -> list[tuple]:
+        """k-FED: each client runs k-means on its own inputs and sends (centres [k', d], sizes [k'])."""
+        out = [summaries.local_centres(self.fed, int(c), k, seed) for c in clients.tolist()]
+        self.traffic.receive_floats(len(out), summaries.floats_of([c for c, _ in out]) + torch.tensor(
+            [len(sizes) for _, sizes in out]))
+        return out
+
+    def upload_subspaces(self, clients: torch.Tensor, p: int, per_class: bool) -> list:
+        """PACFL: each client sends the top-p left singular vectors of its data matrix (per class if asked)."""
+        out = [summaries.top_subspace(self.fed, int(c), p, per_class) for c in clients.tolist()]
+        self.traffic.receive_floats(len(out), summaries.floats_of(out))
+        return out
 
     # -- measuring ------------------------------------------------------------
     def loss_matrix(self, models: torch.Tensor, clients: torch.Tensor, *, uploads: bool) -> torch.Tensor:
@@ -176,10 +328,28 @@ class Engine:
                 out[lo : lo + len(ids), k] = masked_mean(per.view(len(ids), n_max), mask).cpu()
         return out
 
+    def personalised_evaluation(self, models: torch.Tensor, model_of: torch.Tensor, clients: torch.Tensor,
+                                train: TrainConfig, steps: int, stream: int) -> Evaluation:
+        """Each client adapts `models[model_of[i]]` by `steps` minibatch steps of `train` on its own
+        training data, then is tested on the result (Per-FedAvg's personalised evaluation).
+
+        Evaluation is never traffic in CFL Lab (clients test the models they hold), so nothing is counted.
+        """
+        clients = clients.cpu()
+        start = models.to(self.fed.device)[model_of.to(self.fed.device)]
+        schedule = self.schedule(clients, stream, train).first(steps)
+        adapted, _ = self.train_without_exchange(start, clients, 0, train=train, schedule=schedule)
+        return self.evaluate(adapted, torch.arange(len(clients)), clients)
+
     @torch.no_grad()
-    def evaluate(self, models: torch.Tensor, model_of: torch.Tensor, clients: torch.Tensor | None = None
+    def evaluate(self, models: torch.Tensor, model_of: torch.Tensor, clients: torch.Tensor | None = None,
+                 prototypes: torch.Tensor | None = None, prototype_mask: torch.Tensor | None = None
                  ) -> Evaluation:
-        """Test loss and accuracy of each client on its own model `models[model_of[i]]`."""
+        """Test loss and accuracy of each client on its own model `models[model_of[i]]`.
+
+        With `prototypes` [classes, F] a sample is classified by the nearest prototype of its features
+        (logits = minus the squared distances; classes without one, `prototype_mask` False, are never
+        predicted, and a sample of such a class counts as wrong with the loss of a uniform guess)."""
         fed, device = self.fed, self.fed.device
         clients = torch.arange(fed.num_clients) if clients is None else clients.cpu()
         model_of = model_of.cpu()
@@ -200,17 +370,34 @@ class Engine:
                     sel = (owners == k).nonzero().squeeze(1)
                     xs = x[sel].reshape(1, -1, *fed.input_shape)
                     ys = y[sel].reshape(1, -1)
-                    out = self.spec.forward(models[k : k + 1], xs)
-                    out_loss[sel] = per_sample_loss(self.spec.loss_kind, out, xs, ys).view(len(sel), n_max)
+                    out = self._outputs(models[k : k + 1], xs, prototypes, prototype_mask)
+                    out_loss[sel] = self._loss(out, xs, ys, prototypes).view(len(sel), n_max)
                     c = per_sample_correct(self.spec.loss_kind, out, ys)
                     if c is not None:
                         out_correct[sel] = c.view(len(sel), n_max)
             else:
-                out = self.spec.forward(models[owners], x)
-                out_loss = per_sample_loss(self.spec.loss_kind, out, x, y)
+                out = self._outputs(models[owners], x, prototypes, prototype_mask)
+                out_loss = self._loss(out, x, y, prototypes)
                 c = per_sample_correct(self.spec.loss_kind, out, y)
                 out_correct = c if c is not None else torch.zeros_like(out_loss)
             loss[lo : lo + len(ids)] = masked_mean(out_loss, mask).cpu()
             correct[lo : lo + len(ids)] = masked_mean(out_correct, mask).cpu()
         has_accuracy = per_sample_correct(self.spec.loss_kind, torch.zeros(1, 1, 2), torch.zeros(1, 1)) is not None
         return Evaluation(loss, correct if has_accuracy else None)
+
+    def _outputs(self, models, x, prototypes, prototype_mask):
+        if prototypes is None:
+            return self.spec.forward(models, x)
+        f = self.spec.features(self.spec.views(models), x)  # [C, B, F]
+        protos = prototypes.to(f.device)
+        logits = -((f[:, :, None, :] - protos[None, None]) ** 2).sum(-1)
+        if prototype_mask is not None:
+            logits = logits.masked_fill(~prototype_mask.to(f.device)[None, None], float("-inf"))
+        return logits
+
+    def _loss(self, out, x, y, prototypes):
+        loss = per_sample_loss(self.spec.loss_kind, out, x, y)
+        if prototypes is None:
+            return loss
+        # a sample of a class without a prototype (its logit is -inf)
+        return torch.where(torch.isfinite(loss), loss, torch.full_like(loss, math.log(max(2, out.shape[-1]))))

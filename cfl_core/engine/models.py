@@ -23,6 +23,7 @@ from .spec import (  # noqa: F401  (the engine and the benchmark import the cont
 class LogisticRegression(ModelSpec):
     name = "logreg"
     dense_layers = ("fc",)
+    head_layer = "fc"
 
     def __init__(self, input_shape, outputs):
         super().__init__(input_shape, outputs)
@@ -32,6 +33,9 @@ class LogisticRegression(ModelSpec):
 
     def apply(self, p, x):
         return batched_linear(x.flatten(2), p["fc.weight"], p["fc.bias"])
+
+    def features(self, p, x):
+        return x.flatten(2)  # no hidden layer: the head reads the inputs
 
     def reference_module(self):
         return NamedSequential(fc=nn.Linear(math.prod(self.input_shape), self.outputs), flatten=True)
@@ -58,6 +62,7 @@ class LinearRegression(ModelSpec):
 class MLP(ModelSpec):
     name = "mlp"
     dense_layers = ("fc1", "fc2")
+    head_layer = "fc2"
 
     def __init__(self, input_shape, outputs, hidden: int = 128):
         super().__init__(input_shape, outputs)
@@ -69,8 +74,10 @@ class MLP(ModelSpec):
         self._add("fc2.bias", (outputs,), hidden)
 
     def apply(self, p, x):
-        h = torch.relu(batched_linear(x.flatten(2), p["fc1.weight"], p["fc1.bias"]))
-        return batched_linear(h, p["fc2.weight"], p["fc2.bias"])
+        return self.head(p, self.features(p, x))
+
+    def features(self, p, x):
+        return torch.relu(batched_linear(x.flatten(2), p["fc1.weight"], p["fc1.bias"]))
 
     def reference_module(self):
         d = math.prod(self.input_shape)

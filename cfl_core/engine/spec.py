@@ -49,6 +49,7 @@ class ModelSpec:
     name = "model"
     loss_kind = CROSS_ENTROPY
     dense_layers: tuple[str, ...] = ()  # a dense ReLU stack, in order: gradients by hand (dense_grads.py)
+    head_layer: str | None = None  # the last layer, fed by `features` (None: no feature output)
 
     def __init__(self, input_shape: tuple[int, ...], outputs: int):
         self.input_shape = tuple(input_shape)
@@ -90,6 +91,35 @@ class ModelSpec:
     def apply(self, p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """The maths, on named per-copy parameters `[C, *shape]` and samples `[C, B, ...]`."""
         raise NotImplementedError
+
+    # -- the penultimate layer (prototypes, feature alignment) -------------------------------------
+    def features(self, p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """What the head layer reads, [C, B, F] (`apply` is `head(features)` for families with a head)."""
+        raise NotImplementedError(f"{self.name} has no feature output")
+
+    def head(self, p: dict[str, torch.Tensor], features: torch.Tensor) -> torch.Tensor:
+        return batched_linear(features, p[f"{self.head_layer}.weight"], p.get(f"{self.head_layer}.bias"))
+
+    @property
+    def feature_dim(self) -> int:
+        return next(s.shape[1] for s in self.slots if s.name == f"{self.head_layer}.weight")
+
+    def layer_names(self) -> list[str]:
+        """Layers in order (a slot's layer is its name before the first dot: fc1.weight -> fc1)."""
+        names: list[str] = []
+        for s in self.slots:
+            layer = s.name.split(".")[0]
+            if layer not in names:
+                names.append(layer)
+        return names
+
+    def layer_mask(self, layers) -> torch.Tensor:
+        """[D] bool: the parameters of these layers."""
+        mask = torch.zeros(self.dim, dtype=torch.bool)
+        for s in self.slots:
+            if s.name.split(".")[0] in layers:
+                mask[s.offset : s.offset + s.size] = True
+        return mask
 
     def reference_module(self) -> nn.Module:
         """Plain torch.nn layers with this layout, for the sequential reference."""
@@ -152,3 +182,10 @@ class NamedSequential(nn.Sequential):
 
     def forward(self, x):
         return super().forward(x.flatten(1) if self._flatten else x)
+
+    def features(self, x):
+        """Every layer but the last (the head): the penultimate layer's output."""
+        h = x.flatten(1) if self._flatten else x
+        for layer in list(self)[:-1]:
+            h = layer(h)
+        return h

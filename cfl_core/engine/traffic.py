@@ -56,10 +56,26 @@ class TrafficLedger:
         self.down += sent
         return sent
 
+    def hold(self, models: torch.Tensor, clients: torch.Tensor, rows: torch.Tensor) -> None:
+        """`clients[i]` now holds row `rows[i]` of `models` without a transfer: it computed that row itself
+        (a model trained or mixed on the client and kept there), so sending it later costs nothing."""
+        key = id(models)
+        if key not in self._held:
+            self._held[key] = (models, torch.zeros(self.num_clients, models.shape[0], dtype=torch.bool))
+        self._held[key][1][clients.cpu(), rows.cpu()] = True
+
+    def send_floats(self, clients: int, each) -> None:
+        """Send float32 values to clients: `each` per client (a number, or one count per client, e.g. the
+        prototypes of the classes it holds)."""
+        total = int(torch.as_tensor(each).sum()) if not isinstance(each, int) else int(clients) * each
+        self.down += total * FLOAT_BYTES
+
     def receive_models(self, clients: int) -> None:
         """Each of `clients` clients uploads one model-sized vector (a trained model, an update or a gradient)."""
         self.up += int(clients) * self.model_bytes
 
-    def receive_floats(self, clients: int, each: int) -> None:
-        """Each of `clients` clients uploads `each` float32 values (e.g. its loss on each of K models)."""
-        self.up += int(clients) * int(each) * FLOAT_BYTES
+    def receive_floats(self, clients: int, each) -> None:
+        """Each of `clients` clients uploads `each` float32 values (e.g. its loss on each of K models); `each`
+        may be one count per client."""
+        total = int(torch.as_tensor(each).sum()) if not isinstance(each, int) else int(clients) * each
+        self.up += total * FLOAT_BYTES

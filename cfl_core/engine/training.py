@@ -14,6 +14,7 @@ import torch
 
 from .federation import Federation
 from .models import CROSS_ENTROPY, RECONSTRUCTION, SQUARED_ERROR, ModelSpec, per_sample_loss
+from .objective import Objective, feature_penalty
 from .seeding import sample_keys
 
 OPTIMIZERS = ("sgd", "adam")
@@ -29,6 +30,38 @@ class TrainConfig:
     optimizer: str = "sgd"  # optimiser state is fresh every round (as the CLoVE reference setup)
     momentum: float = 0.9
     weight_decay: float = 0.0
+
+
+@dataclass
+class OptimizerMemory:
+    """Optimiser state kept per client from one local training to the next (CFL's `optimizer_state=persistent`).
+
+    Rows are in the flat parameter layout [rows, D]: SGD's momentum buffer (Adam's first moment), Adam's
+    second moment and step count. `zeros(N, ...)` makes one row per client of the federation; `rows(ids)`
+    copies some clients' rows out and `store(ids, part)` writes them back.
+    """
+
+    first: torch.Tensor  # [rows, D]
+    second: torch.Tensor | None  # [rows, D] (Adam only)
+    steps: torch.Tensor  # [rows] Adam's step count t
+
+    @classmethod
+    def zeros(cls, rows: int, dim: int, optimizer: str, device) -> "OptimizerMemory":
+        adam = optimizer == "adam"
+        return cls(torch.zeros(rows, dim, device=device),
+                   torch.zeros(rows, dim, device=device) if adam else None, torch.zeros(rows, device=device))
+
+    def rows(self, ids: torch.Tensor) -> "OptimizerMemory":
+        ids = ids.to(self.first.device)
+        return OptimizerMemory(self.first[ids].clone(), None if self.second is None else self.second[ids].clone(),
+                               self.steps[ids].clone())
+
+    def store(self, ids: torch.Tensor, part: "OptimizerMemory") -> None:
+        ids = ids.to(self.first.device)
+        self.first[ids] = part.first.to(self.first.device)
+        if self.second is not None:
+            self.second[ids] = part.second.to(self.first.device)
+        self.steps[ids] = part.steps.to(self.first.device)
 
 
 @dataclass
@@ -56,6 +89,21 @@ class BatchSchedule:
         taken = torch.nonzero(valid.flatten(1).any(1))
         steps = int(taken.max()) + 1 if len(taken) else 0
         return BatchSchedule(self.idx[:steps, lo:hi], valid[:steps])
+
+    def first(self, steps: int) -> "BatchSchedule":
+        """Only the first `steps` minibatches of every client (e.g. one adaptation step)."""
+        return BatchSchedule(self.idx[:steps], self.valid[:steps])
+
+    def share(self, fraction: float, n: torch.Tensor) -> "BatchSchedule":
+        """Only each client's first ceil(fraction * n_i) samples of this schedule's order (a random subset of
+        that size when the schedule is one epoch), in the steps that hold them."""
+        keep = torch.ceil(n.to("cpu", torch.float64) * fraction).to(torch.int64).clamp(min=1)
+        batch = self.idx.shape[2] if self.idx.dim() == 3 else 1
+        positions = torch.arange(self.steps)[:, None, None] * batch + torch.arange(batch)[None, None, :]
+        valid = self.valid & (positions < keep[None, :, None])
+        taken = torch.nonzero(valid.flatten(1).any(1))
+        steps = int(taken.max()) + 1 if len(taken) else 0
+        return BatchSchedule(self.idx[:steps], valid[:steps])
 
 
 def batch_schedule(n_train: torch.Tensor, client_ids: torch.Tensor, seed: int, stream: int,
@@ -110,13 +158,34 @@ class _BatchedOptimizer:
     instead of twice.
     """
 
-    def __init__(self, cfg: TrainConfig, params: torch.Tensor, spec: ModelSpec):
+    def __init__(self, cfg: TrainConfig, params: torch.Tensor, spec: ModelSpec,
+                 lr_scale: tuple[float, ...] | None = None):
         self.cfg = cfg
         self.spec = spec
+        # per-slot learning rates (an Objective's lr_scale); a slot at 0 is frozen and skipped
+        self.lrs = [cfg.lr * (1.0 if lr_scale is None else float(lr_scale[i])) for i in range(len(spec.slots))]
         rows = params.shape[0]
         self.bufs = [torch.zeros(rows, *s.shape, device=params.device) for s in spec.slots]
         self.sqs = ([torch.zeros_like(b) for b in self.bufs] if cfg.optimizer == "adam" else None)
         self.t = torch.zeros(rows, device=params.device)
+
+    def load(self, memory: OptimizerMemory) -> None:
+        """Start from the state a previous training left (`OptimizerMemory` rows of these clients)."""
+        rows = self.t.shape[0]
+        for i, slot in enumerate(self.spec.slots):
+            self.bufs[i].view(rows, -1).copy_(memory.first[:, slot.offset : slot.offset + slot.size])
+            if self.sqs is not None:
+                self.sqs[i].view(rows, -1).copy_(memory.second[:, slot.offset : slot.offset + slot.size])
+        self.t.copy_(memory.steps)
+
+    def save(self, memory: OptimizerMemory) -> None:
+        """Write the state after training back into `memory` (same rows as `load`)."""
+        rows = self.t.shape[0]
+        for i, slot in enumerate(self.spec.slots):
+            memory.first[:, slot.offset : slot.offset + slot.size] = self.bufs[i].view(rows, -1)
+            if self.sqs is not None:
+                memory.second[:, slot.offset : slot.offset + slot.size] = self.sqs[i].view(rows, -1)
+        memory.steps.copy_(self.t)
 
     def fold_momentum(self, active: torch.Tensor) -> bool:
         """May this step's gradients be accumulated straight into the momentum buffers?
@@ -137,11 +206,14 @@ class _BatchedOptimizer:
         if cfg.optimizer == "adam":
             self.t += active.to(params.dtype)
         for i, slot in enumerate(self.spec.slots):
+            lr = self.lrs[i]
+            if lr == 0:
+                continue  # a frozen slot: its parameters stay exactly as they are
             # 2-D [P, size] views: the flat parameter rows, and this slot's state and gradient
             p = params[:, slot.offset : slot.offset + slot.size]
             buf = self.bufs[i].view(rows, -1)
             if folded:
-                p.add_(buf, alpha=-cfg.lr)
+                p.add_(buf, alpha=-lr)
                 continue
             g = grads[i].reshape(rows, -1)
             if cfg.weight_decay:
@@ -156,11 +228,11 @@ class _BatchedOptimizer:
                     else:
                         buf.copy_(torch.where(mask, cfg.momentum * buf + g, buf))
                     g = buf if everyone else buf * on
-                p.add_(g, alpha=-cfg.lr)
+                p.add_(g, alpha=-lr)
             else:
-                self._adam(p, g, buf, self.sqs[i].view(rows, -1), mask, everyone)
+                self._adam(p, g, buf, self.sqs[i].view(rows, -1), mask, everyone, lr)
 
-    def _adam(self, p, g, m, v, mask, everyone):
+    def _adam(self, p, g, m, v, mask, everyone, lr):
         beta1, beta2 = _ADAM_BETAS
         if everyone:
             m.mul_(beta1).add_(g, alpha=1 - beta1)
@@ -171,36 +243,100 @@ class _BatchedOptimizer:
         t = self.t.clamp(min=1)[:, None]
         bias1 = 1 - beta1 ** t
         bias2_sqrt = torch.sqrt(1 - beta2 ** t)
-        update = (self.cfg.lr / bias1) * m / (v.sqrt() / bias2_sqrt + _ADAM_EPS)
+        update = (lr / bias1) * m / (v.sqrt() / bias2_sqrt + _ADAM_EPS)
         p.sub_(update if everyone else update * mask.to(p.dtype))
 
 
 def _loss_and_grads(spec: ModelSpec, params: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor,
-                    valid: torch.Tensor, opt: _BatchedOptimizer, active: torch.Tensor
-                    ) -> tuple[torch.Tensor, list[torch.Tensor], bool]:
-    """Per-copy mean minibatch loss, its gradients, and whether they were folded into the momentum.
+                    valid: torch.Tensor, opt: _BatchedOptimizer | None, active: torch.Tensor | None,
+                    objective: Objective | None = None) -> tuple[torch.Tensor, list[torch.Tensor], bool]:
+    """Per-copy mean minibatch data loss, the gradients of the objective, and whether they were folded into
+    the momentum.
 
     The model's own backward where it has one (folding the momentum in when the optimiser
-    allows), autograd otherwise."""
-    fold = opt.fold_momentum(active)
-    with torch.no_grad():
-        by_hand = spec.loss_and_grads(spec.views(params), xb, yb, valid,
-                                      accumulate=opt.bufs if fold else None, beta=opt.cfg.momentum)
-    if by_hand is not None:
-        return by_hand[0], by_hand[1], fold
+    allows), autograd otherwise; a feature term always goes through autograd (the hand-written
+    backward knows only the data loss). Without `opt` nothing is folded. The proximal term is
+    added by the caller (`_add_prox`): it needs no graph."""
+    feature = objective is not None and objective.has_feature_term
+    fold = opt is not None and opt.fold_momentum(active) and not feature
+    if not feature:
+        with torch.no_grad():
+            by_hand = spec.loss_and_grads(spec.views(params), xb, yb, valid,
+                                          accumulate=opt.bufs if fold else None,
+                                          beta=opt.cfg.momentum if opt is not None else 0.0)
+        if by_hand is not None:
+            return by_hand[0], by_hand[1], fold
     # Leaves are views into the flat rows: gradients come per parameter, no flat scatter.
     leaves = {name: v.detach().requires_grad_(True) for name, v in spec.views(params).items()}
+    if feature:
+        features = spec.features(leaves, xb)
+        data = masked_mean(per_sample_loss(spec.loss_kind, spec.head(leaves, features), xb, yb), valid)
+        total = data + objective.feature_weight * feature_penalty(features, yb, valid, objective.feature_targets,
+                                                                  objective.feature_mask)
+        return data.detach(), list(torch.autograd.grad(total.sum(), list(leaves.values()))), False
     client_loss = masked_mean(per_sample_loss(spec.loss_kind, spec.apply(leaves, xb), xb, yb), valid)
     return client_loss, list(torch.autograd.grad(client_loss.sum(), list(leaves.values()))), False
 
 
+def _add_prox(spec: ModelSpec, grads: list[torch.Tensor], params: torch.Tensor, anchor: torch.Tensor, mu: float,
+              opt: _BatchedOptimizer, folded: bool) -> list[torch.Tensor]:
+    """The gradient of mu/2 ||w - anchor||^2, mu (w - anchor), added to each slot's gradient.
+
+    Folded gradients are the momentum buffers (m*buf + g): the term goes into them in place."""
+    rows = params.shape[0]
+    out = []
+    for i, slot in enumerate(spec.slots):
+        pull = params[:, slot.offset : slot.offset + slot.size] - anchor[:, slot.offset : slot.offset + slot.size]
+        if folded:
+            opt.bufs[i].view(rows, -1).add_(pull, alpha=mu)
+            out.append(opt.bufs[i])
+        else:
+            out.append(grads[i] + mu * pull.view(grads[i].shape))
+    return out
+
+
+def _flat(spec: ModelSpec, grads: list[torch.Tensor], rows: int) -> torch.Tensor:
+    """Per-slot gradients as one [P, D] tensor in the parameter layout."""
+    return torch.cat([g.reshape(rows, -1) for g in grads], dim=1)
+
+
+def _slots(spec: ModelSpec, flat: torch.Tensor) -> list[torch.Tensor]:
+    """A [P, D] tensor as per-slot [P, *shape] views (the optimiser's gradient form)."""
+    return [v for v in spec.views(flat).values()]
+
+
+class _Batches:
+    """Gathers minibatches from the flattened [M * n_max, ...] tensors: index_select on one flat index is
+    cheaper than two-tensor advanced indexing."""
+
+    def __init__(self, fed: Federation, clients: torch.Tensor, schedule: BatchSchedule):
+        self.fed = fed
+        self.clients = clients
+        self.idx = schedule.idx.to(fed.device)
+        n_max = int(fed.x_train.shape[1])
+        self.x_flat = fed.x_train.flatten(0, 1)
+        self.y_flat = fed.y_train.flatten(0, 1)
+        self.first_row = clients[:, None] * n_max
+
+    def __call__(self, s: int) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = (self.first_row + self.idx[s]).view(-1)
+        count = len(self.clients)
+        xb = self.x_flat.index_select(0, rows).view(count, -1, *self.fed.input_shape)
+        yb = self.y_flat.index_select(0, rows).view(count, -1)
+        return xb, yb
+
+
 def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients: torch.Tensor,
-                  schedule: BatchSchedule, cfg: TrainConfig, out: torch.Tensor | None = None
+                  schedule: BatchSchedule, cfg: TrainConfig, out: torch.Tensor | None = None,
+                  objective: Objective | None = None, memory: OptimizerMemory | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """Train `start[i]` on client `clients[i]` for every i at once.
 
     Returns (trained params [P, D], mean minibatch training loss per client [P]). With `out`
     (contiguous rows [P, D] on the device) the training happens in it and it is returned.
+    `objective` adds the terms of `objective.py` (None: the plain loss, the fast path unchanged).
+    `memory` (rows following `clients`): the optimiser starts from this state and leaves its
+    final state in it; None: a fresh optimiser (the default of every algorithm).
     """
     device = fed.device
     if out is None:
@@ -208,27 +344,130 @@ def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients
     else:
         params = out.copy_(start)
     clients = clients.to(device)
-    opt = _BatchedOptimizer(cfg, params, spec)
-    idx = schedule.idx.to(device)
+    if objective is not None and objective.plain:
+        objective = None
+    if objective is not None:
+        objective = objective.to(device)
+    opt = _BatchedOptimizer(cfg, params, spec, objective.lr_scale if objective is not None else None)
+    if memory is not None:
+        if objective is not None and objective.meta is not None:
+            raise ValueError("a meta step keeps no optimiser state across rounds")
+        opt.load(memory)
+    if objective is not None and objective.meta is not None:
+        return _train_meta(spec, params, fed, clients, schedule, opt, objective)
     valid = schedule.valid.to(device)
     active = valid.any(-1)
     loss_sum = torch.zeros(len(clients), device=device)
-    # Gather minibatches from the flattened [M * n_max, ...] tensors: index_select on one
-    # flat index is cheaper than two-tensor advanced indexing.
-    n_max = int(fed.x_train.shape[1])
-    x_flat = fed.x_train.flatten(0, 1)
-    y_flat = fed.y_train.flatten(0, 1)
-    first_row = clients[:, None] * n_max
+    batches = _Batches(fed, clients, schedule)
+    prox = objective is not None and bool(objective.prox_mu)
+    if prox:
+        anchor = (objective.anchor if objective.anchor is not None else start).to(device).clone()
     for s in range(schedule.steps):
-        rows = (first_row + idx[s]).view(-1)
-        xb = x_flat.index_select(0, rows).view(len(clients), -1, *fed.input_shape)
-        yb = y_flat.index_select(0, rows).view(len(clients), -1)
-        client_loss, grads, folded = _loss_and_grads(spec, params, xb, yb, valid[s], opt, active[s])
+        xb, yb = batches(s)
+        client_loss, grads, folded = _loss_and_grads(spec, params, xb, yb, valid[s], opt, active[s], objective)
         with torch.no_grad():
+            if prox:
+                grads = _add_prox(spec, grads, params, anchor, objective.prox_mu, opt, folded)
             opt.step(params, grads, active[s], folded)
             loss_sum += client_loss.detach()
+    if memory is not None:
+        opt.save(memory)
     steps_taken = active.sum(0).clamp(min=1)
     return params, loss_sum / steps_taken
+
+
+def _train_meta(spec: ModelSpec, params: torch.Tensor, fed: Federation, clients: torch.Tensor,
+                schedule: BatchSchedule, opt: _BatchedOptimizer, objective: Objective
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-FedAvg's local steps (objective.MetaStep): each update reads `meta.batches` consecutive minibatches
+    of the schedule; a client takes it only when it has all of them. The loss reported is f(w'; b2)."""
+    meta = objective.meta
+    if objective.prox_mu or objective.has_feature_term:
+        raise ValueError("a meta step takes no proximal or feature term")
+    group = meta.batches
+    rows = len(clients)
+    valid = schedule.valid.to(params.device)
+    active = valid.any(-1)
+    batches = _Batches(fed, clients, schedule)
+    loss_sum = torch.zeros(rows, device=params.device)
+    taken = torch.zeros(rows, device=params.device)
+    for s in range(0, schedule.steps - group + 1, group):
+        act = active[s : s + group].all(0)
+        if not bool(act.any()):
+            continue
+        xb, yb = batches(s)
+        _, g1, _ = _loss_and_grads(spec, params, xb, yb, valid[s], None, None)
+        with torch.no_grad():
+            inner = params - meta.alpha * _flat(spec, g1, rows)
+        xb, yb = batches(s + 1)
+        loss, g2, _ = _loss_and_grads(spec, inner, xb, yb, valid[s + 1], None, None)
+        direction = _flat(spec, g2, rows)
+        if meta.hessian != "none":
+            xb, yb = batches(s + 2)
+            with torch.no_grad():
+                plus, minus = params + meta.delta * direction, params - meta.delta * direction
+            _, gp, _ = _loss_and_grads(spec, plus, xb, yb, valid[s + 2], None, None)
+            _, gm, _ = _loss_and_grads(spec, minus, xb, yb, valid[s + 2], None, None)
+            hv = (_flat(spec, gp, rows) - _flat(spec, gm, rows)) / (2 * meta.delta)
+            direction = direction - meta.alpha * hv
+        with torch.no_grad():
+            opt.step(params, _slots(spec, direction), act)
+            loss_sum += loss.detach() * act
+            taken += act
+    return params, loss_sum / taken.clamp(min=1)
+
+
+def learn_mixing(spec: ModelSpec, local: torch.Tensor, received: torch.Tensor, weights: torch.Tensor,
+                 mixed: torch.Tensor, fed: Federation, clients: torch.Tensor, schedule: BatchSchedule, eta: float,
+                 passes: torch.Tensor, threshold: float, window: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """FedALA's adaptive local aggregation, batched: learn element-wise weights W in [0, 1] per client.
+
+    theta = local + (received - local) * W on the parameters `mixed` [D] marks, theta = received on
+    the others. Each minibatch of `schedule`: W <- clip(W - eta * dL/dtheta * (received - local), 0, 1)
+    (the chain rule through theta), theta recomputed. A client walks its schedule up to `passes[i]`
+    times, and stops early once more than `window` passes are done and the standard deviation of its
+    last `window` pass losses (mean minibatch loss of a pass) is below `threshold`.
+    Returns (theta [P, D], W [P, D], passes taken [P]).
+    """
+    device = fed.device
+    clients = clients.to(device)
+    local, received, weights = local.to(device), received.to(device), weights.to(device).clone()
+    mask = mixed.to(device)[None, :]
+    delta = received - local
+    valid = schedule.valid.to(device)
+    active = valid.any(-1)
+    batches = _Batches(fed, clients, schedule)
+    rows = len(clients)
+    limit = passes.to(device)
+    done = torch.zeros(rows, dtype=torch.long, device=device)
+    history: list[torch.Tensor] = []
+
+    def theta() -> torch.Tensor:
+        return torch.where(mask, local + delta * weights, received)
+
+    for p in range(int(limit.max()) if rows else 0):
+        going = done < limit
+        if not bool(going.any()):
+            break
+        pass_loss = torch.zeros(rows, device=device)
+        for s in range(schedule.steps):
+            act = active[s] & going
+            if not bool(act.any()):
+                continue
+            xb, yb = batches(s)
+            loss, grads, _ = _loss_and_grads(spec, theta(), xb, yb, valid[s], None, None)
+            with torch.no_grad():
+                step = torch.clamp(weights - eta * _flat(spec, grads, rows) * delta, 0, 1)
+                weights = torch.where(mask & act[:, None], step, weights)
+                pass_loss += loss.detach() * act
+        steps = active.sum(0).clamp(min=1)
+        history.append(pass_loss / steps)
+        done = done + going.long()
+        if len(history) > window:
+            recent = torch.stack(history[-window:])
+            converged = recent.std(0, unbiased=False) < threshold
+            limit = torch.where(converged & going, done, limit)
+    return theta(), weights, done
 
 
 def full_gradients(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients: torch.Tensor) -> torch.Tensor:
@@ -255,34 +494,184 @@ def _reference_loss(kind: str, out: torch.Tensor, x: torch.Tensor, y: torch.Tens
     raise ValueError(kind)
 
 
-def _reference_optimizer(cfg: TrainConfig, params):
+def _reference_optimizer(cfg: TrainConfig, params, lr: float | None = None):
+    lr = cfg.lr if lr is None else lr
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-    return torch.optim.Adam(params, lr=cfg.lr, betas=_ADAM_BETAS, eps=_ADAM_EPS, weight_decay=cfg.weight_decay)
+        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    return torch.optim.Adam(params, lr=lr, betas=_ADAM_BETAS, eps=_ADAM_EPS, weight_decay=cfg.weight_decay)
+
+
+def _reference_param_groups(spec: ModelSpec, module, cfg: TrainConfig, objective: Objective | None):
+    """torch.optim param groups: one per slot with its own lr where an objective scales them."""
+    params = dict(module.named_parameters())
+    if objective is None or objective.lr_scale is None:
+        return list(module.parameters())
+    return [{"params": [params[slot.name]], "lr": cfg.lr * float(scale)}
+            for slot, scale in zip(spec.slots, objective.lr_scale)]
+
+
+def _reference_objective_loss(spec: ModelSpec, module, xb, yb, objective: Objective | None, i: int, anchor):
+    """(data loss, loss to differentiate) of one client's minibatch under the objective, with plain torch."""
+    if objective is not None and objective.has_feature_term:
+        features = module.features(xb)
+        data = _reference_loss(spec.loss_kind, module[-1](features), xb, yb)
+        targets = objective.feature_targets[i].to(xb.device)[yb]
+        per_sample = torch.nn.functional.mse_loss(features, targets, reduction="none").mean(-1)
+        if objective.feature_mask is not None:
+            per_sample = per_sample * objective.feature_mask[i].to(xb.device)[yb].to(per_sample.dtype)
+        total = data + objective.feature_weight * per_sample.mean()
+    else:
+        data = _reference_loss(spec.loss_kind, module(xb), xb, yb)
+        total = data
+    if objective is not None and objective.prox_mu:
+        flat = torch.cat([p.reshape(-1) for p in (dict(module.named_parameters())[s.name] for s in spec.slots)])
+        total = total + objective.prox_mu / 2 * ((flat - anchor) ** 2).sum()
+    return data, total
+
+
+def _reference_grad(spec: ModelSpec, module, flat: torch.Tensor, xb, yb) -> tuple[float, torch.Tensor]:
+    """(loss, flat gradient) of the plain loss at parameters `flat`, through `module`."""
+    spec.load_into(module, flat)
+    module.zero_grad()
+    loss = _reference_loss(spec.loss_kind, module(xb), xb, yb)
+    loss.backward()
+    params = dict(module.named_parameters())
+    return loss.item(), torch.cat([params[s.name].grad.reshape(-1) for s in spec.slots]).clone()
+
+
+def _reference_meta(spec: ModelSpec, start_row: torch.Tensor, fed: Federation, client: int, i: int,
+                    schedule: BatchSchedule, cfg: TrainConfig, meta) -> tuple[torch.Tensor, float]:
+    """Per-FedAvg's local steps for one client, one meta step after another (see objective.MetaStep)."""
+    module = spec.reference_module().to(fed.device)
+    probe = spec.reference_module().to(fed.device)
+    spec.load_into(module, start_row.to(fed.device))
+    opt = _reference_optimizer(cfg, module.parameters())
+    group, losses = meta.batches, []
+    for s in range(0, schedule.steps - group + 1, group):
+        parts = [schedule.idx[s + j, i][schedule.valid[s + j, i]].to(fed.device) for j in range(group)]
+        if any(len(r) == 0 for r in parts):
+            continue
+        batch = [(fed.x_train[client, r], fed.y_train[client, r]) for r in parts]
+        w = spec.flatten_module(module).clone()
+        _, g1 = _reference_grad(spec, probe, w, *batch[0])
+        loss, g2 = _reference_grad(spec, probe, w - meta.alpha * g1, *batch[1])
+        if meta.hessian != "none":
+            _, gp = _reference_grad(spec, probe, w + meta.delta * g2, *batch[2])
+            _, gm = _reference_grad(spec, probe, w - meta.delta * g2, *batch[2])
+            g2 = g2 - meta.alpha * (gp - gm) / (2 * meta.delta)
+        params = dict(module.named_parameters())
+        for slot in spec.slots:
+            params[slot.name].grad = g2[slot.offset : slot.offset + slot.size].view(slot.shape).clone()
+        opt.step()
+        losses.append(loss)
+    return spec.flatten_module(module), sum(losses) / max(1, len(losses))
+
+
+def _reference_load_state(spec: ModelSpec, module, opt, cfg: TrainConfig, memory: OptimizerMemory, i: int) -> None:
+    """Put row i of `memory` into torch.optim's own state (momentum_buffer; Adam's exp_avg, exp_avg_sq, step)."""
+    params = dict(module.named_parameters())
+    for slot in spec.slots:
+        p = params[slot.name]
+        first = memory.first[i, slot.offset : slot.offset + slot.size].view(slot.shape).clone()
+        if cfg.optimizer == "sgd":
+            if cfg.momentum:
+                opt.state[p]["momentum_buffer"] = first
+        elif float(memory.steps[i]) > 0:
+            second = memory.second[i, slot.offset : slot.offset + slot.size].view(slot.shape).clone()
+            opt.state[p].update(step=memory.steps[i].detach().clone().float().cpu(), exp_avg=first,
+                                exp_avg_sq=second)
+
+
+def _reference_save_state(spec: ModelSpec, module, opt, cfg: TrainConfig, memory: OptimizerMemory, i: int) -> None:
+    params = dict(module.named_parameters())
+    for slot in spec.slots:
+        state = opt.state.get(params[slot.name], {})
+        cut = slice(slot.offset, slot.offset + slot.size)
+        if cfg.optimizer == "sgd":
+            if state.get("momentum_buffer") is not None:
+                memory.first[i, cut] = state["momentum_buffer"].reshape(-1)
+        elif "exp_avg" in state:
+            memory.first[i, cut] = state["exp_avg"].reshape(-1)
+            memory.second[i, cut] = state["exp_avg_sq"].reshape(-1)
+            memory.steps[i] = float(state["step"])
 
 
 def train_sequential(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients: torch.Tensor,
-                     schedule: BatchSchedule, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """The loop every peer tool runs: per client, an nn.Module and an optimiser, step by step."""
+                     schedule: BatchSchedule, cfg: TrainConfig, objective: Objective | None = None,
+                     memory: OptimizerMemory | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The loop every peer tool runs: per client, an nn.Module and an optimiser, step by step.
+
+    An objective's terms are written the plain way: the proximal term and the feature term added to
+    the loss before `backward()`, learning rates as torch.optim param groups, meta steps by hand.
+    `memory` (rows following `clients`) is loaded into and read back from torch.optim's state."""
     out_params, out_loss = [], []
     for i, client in enumerate(clients.tolist()):
+        if objective is not None and objective.meta is not None:
+            row, loss = _reference_meta(spec, start[i], fed, client, i, schedule, cfg, objective.meta)
+            out_params.append(row)
+            out_loss.append(loss)
+            continue
         module = spec.reference_module().to(fed.device)
         spec.load_into(module, start[i].to(fed.device))
-        opt = _reference_optimizer(cfg, module.parameters())
+        opt = _reference_optimizer(cfg, _reference_param_groups(spec, module, cfg, objective))
+        if memory is not None:
+            _reference_load_state(spec, module, opt, cfg, memory, i)
+        anchor = None
+        if objective is not None and objective.prox_mu:
+            anchor = (objective.anchor[i] if objective.anchor is not None else start[i]).to(fed.device).clone()
         losses = []
         for s in range(schedule.steps):
             rows = schedule.idx[s, i][schedule.valid[s, i]].to(fed.device)
             if len(rows) == 0:
                 continue  # this client has finished its epochs
             xb, yb = fed.x_train[client, rows], fed.y_train[client, rows]
-            loss = _reference_loss(spec.loss_kind, module(xb), xb, yb)
+            if objective is None:
+                loss = total = _reference_loss(spec.loss_kind, module(xb), xb, yb)
+            else:
+                loss, total = _reference_objective_loss(spec, module, xb, yb, objective, i, anchor)
             opt.zero_grad()
-            loss.backward()
+            total.backward()
             opt.step()
             losses.append(loss.item())
+        if memory is not None:
+            _reference_save_state(spec, module, opt, cfg, memory, i)
         out_params.append(spec.flatten_module(module))
         out_loss.append(sum(losses) / max(1, len(losses)))
     return torch.stack(out_params), torch.tensor(out_loss)
+
+
+def learn_mixing_sequential(spec: ModelSpec, local: torch.Tensor, received: torch.Tensor, weights: torch.Tensor,
+                            mixed: torch.Tensor, fed: Federation, clients: torch.Tensor, schedule: BatchSchedule,
+                            eta: float, passes: torch.Tensor, threshold: float, window: int
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`learn_mixing` one client after another, with a torch.nn module and autograd (the check)."""
+    thetas, out_weights, taken = [], [], []
+    module = spec.reference_module().to(fed.device)
+    for i, client in enumerate(clients.tolist()):
+        lo, rec, w = local[i].to(fed.device), received[i].to(fed.device), weights[i].to(fed.device).clone()
+        delta = rec - lo
+
+        def theta():
+            return torch.where(mixed.to(fed.device), lo + delta * w, rec)
+
+        history, done = [], 0
+        for _ in range(int(passes[i])):
+            pass_losses = []
+            for s in range(schedule.steps):
+                rows = schedule.idx[s, i][schedule.valid[s, i]].to(fed.device)
+                if len(rows) == 0:
+                    continue
+                loss, grad = _reference_grad(spec, module, theta(), fed.x_train[client, rows], fed.y_train[client, rows])
+                w = torch.where(mixed.to(fed.device), torch.clamp(w - eta * grad * delta, 0, 1), w)
+                pass_losses.append(loss)
+            history.append(sum(pass_losses) / max(1, len(pass_losses)))
+            done += 1
+            if len(history) > window and torch.tensor(history[-window:]).std(unbiased=False) < threshold:
+                break
+        thetas.append(theta())
+        out_weights.append(w)
+        taken.append(done)
+    return torch.stack(thetas), torch.stack(out_weights), torch.tensor(taken)
 
 
 def reference_loss_matrix(spec: ModelSpec, models: torch.Tensor, fed: Federation, clients: torch.Tensor) -> torch.Tensor:

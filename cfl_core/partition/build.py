@@ -11,6 +11,7 @@ from ..data.base import REGRESSION, Dataset, DatasetInfo
 from ..errors import ConfigError
 from . import transforms
 from .config import PartitionConfig, pool_supply
+from .natural import natural_indices
 from .plan import test_counts, train_counts
 from .sampling import draw_disjoint, draw_test, draw_with_replacement
 from .structures import cluster_transforms, cluster_weights
@@ -43,6 +44,9 @@ class Partition:
     # synthetic-linear: {"theta": one row per cluster, "noise_sigma", "min_separation"}; {} otherwise
     truth: dict
     test_disjoint: bool = True  # False: some test samples are shared between clients
+    # False: no true clusters to score an assignment against (natural clients, nothing imposed): ARI is null
+    cluster_truth: bool = True
+    writers: list[str] | None = None  # within=natural: each client's natural client (writer)
 
     def materialize(self, dataset: Dataset) -> list[ClientData]:
         """Every client's tensors with its cluster's transform applied (train and test alike)."""
@@ -69,6 +73,8 @@ class Partition:
             "dataset": {k: list(v) if isinstance(v, tuple) else v for k, v in info.items()},
             "truth": self.truth,
             "test_disjoint": self.test_disjoint,
+            "cluster_truth": self.cluster_truth,
+            **({"writers": self.writers} if self.writers is not None else {}),
             "clients": [
                 {
                     "id": c.id,
@@ -104,6 +110,8 @@ def build_partition(dataset: Dataset, config: PartitionConfig) -> Partition:
     """
     info = dataset.info
     config.validate(info)
+    if config.within == "natural":
+        return _build_natural(dataset, config)
     regression = info.task == REGRESSION
     weights = cluster_weights(config.partition, config.clusters, pool_supply(info))
     per_cluster, truth = cluster_transforms(config.partition, config.clusters, info, config.seed)
@@ -121,3 +129,19 @@ def build_partition(dataset: Dataset, config: PartitionConfig) -> Partition:
         clients.append(ClientSpec(i, cluster, train_idx[i], test_idx[i], transform,
                                   _seen_counts(train[i], transform, info)))
     return Partition(config, info, clients, truth, disjoint)
+
+
+def _build_natural(dataset: Dataset, config: PartitionConfig) -> Partition:
+    """One client per drawn writer, the cluster's transform imposed on it (see natural.py)."""
+    info = dataset.info
+    writers, train_idx, test_idx = natural_indices(dataset, config)
+    per_cluster, truth = cluster_transforms(config.partition, config.clusters, info, config.seed)
+    labels = dataset.y_train.numpy()
+    clients = []
+    for i in range(config.num_clients):
+        cluster = i // config.clients_per_cluster
+        counts = np.bincount(labels[train_idx[i]], minlength=info.num_classes)
+        clients.append(ClientSpec(i, cluster, train_idx[i], test_idx[i], per_cluster[cluster],
+                                  _seen_counts(counts, per_cluster[cluster], info)))
+    names = [dataset.owner_names[w] if dataset.owner_names else str(w) for w in writers]
+    return Partition(config, info, clients, truth, True, cluster_truth=config.partition != "iid", writers=names)

@@ -9,12 +9,14 @@ import numpy as np
 from ..data.base import REGRESSION, DatasetInfo
 from ..data.registry import SOURCES
 from ..errors import ConfigError
+from .natural import check_natural
 from .plan import fits, max_samples_per_client, train_counts
 from ..settings import Choice, Interval, check_values, setting
 from .structures import PARTITIONS, check_structure, cluster_transforms, cluster_weights, label_supports
 
-# Flower (flwr-datasets) names for the split inside a cluster.
-WITHIN_SPLITS = ("iid", "dirichlet", "pathological")
+# Flower (flwr-datasets) names for the split inside a cluster; `natural`: one client per natural client of the
+# source (FEMNIST's writers, see natural.py).
+WITHIN_SPLITS = ("iid", "dirichlet", "pathological", "natural")
 
 
 def _source_names():
@@ -39,7 +41,8 @@ class PartitionConfig:
         None, Interval(1), label="Test samples per client", group="data", advanced=True,
         none_means="half the training samples, at least 10", help="test samples of each client")
     within: str = setting("iid", Choice(WITHIN_SPLITS), label="Split inside a cluster", group="data",
-                          advanced=True, help="flwr-datasets names: iid, dirichlet (alpha), pathological")
+                          advanced=True, help="flwr-datasets names: iid, dirichlet (alpha), pathological; "
+                                              "natural: one client per writer (femnist)")
     alpha: float = setting(0.5, Interval(0, low_open=True), label="Dirichlet alpha", group="data", advanced=True,
                            step=0.1, help="Dirichlet concentration for within=dirichlet; smaller = more uneven labels")
     num_classes_per_partition: int = setting(2, Interval(1), label="Labels per client (pathological)",
@@ -71,8 +74,11 @@ class PartitionConfig:
         if info.name != self.dataset:
             raise ConfigError("dataset", self.dataset, f"the same source as the data given ({info.name})")
         check_structure(self.partition, self.clusters, info)
-        _check_within(self, info)
-        _check_capacity(self, info)
+        if self.within == "natural":
+            check_natural(self, info)  # the writers' own samples: no pool plan to check
+        else:
+            _check_within(self, info)
+            _check_capacity(self, info)
         cluster_transforms(self.partition, self.clusters, info, self.seed)  # may refuse K thetas
 
 

@@ -23,7 +23,7 @@ from ..records import FAILED, FINISHED
 from .executors import Executor, make_executor
 from .folder import DONE, FAILED_BEFORE, MISSING, OTHER, RESULTS_FILE, SUMMARY_FILE, SweepFolder
 from .spec import DEFAULT_MAX_POINTS, Expansion, SweepSpec
-from .tables import results_csv, row_of, summary_markdown, summary_table
+from .tables import protocols_of, results_csv, row_of, summary_markdown, summary_table
 
 
 class InvalidPoints(ConfigError):
@@ -214,7 +214,8 @@ def _write_tables(spec: SweepSpec, folder: SweepFolder, points, statuses, summar
     counts = {"points": len(points), "finished": sum(s == FINISHED for s in statuses.values()),
               "failed": sum(s == FAILED for s in statuses.values()),
               "missing": sum(s == "missing" for s in statuses.values())}
-    text = summary_markdown(spec.name, spec.description, command, table, notes, counts)
+    text = summary_markdown(spec.name, spec.description, command, table, notes, counts,
+                            protocols_of(points, summaries))
     _write_text(folder.root / SUMMARY_FILE, text)
     return table
 

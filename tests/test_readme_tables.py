@@ -1,0 +1,75 @@
+"""scripts/readme_tables.py and the pivot it draws: a row per algorithm, a column per partition, reference figures."""
+import importlib.util
+from pathlib import Path
+
+from cfl_core.sweep.tables import pivot_cell, pivot_table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "scripts" / "readme_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(partition, algorithm, seed, accuracy, ari, status="finished"):
+    return {"partition": partition, "algorithm": algorithm, "seed": str(seed), "status": status,
+            "final_accuracy": accuracy, "final_ari": ari}
+
+
+ROWS = [_row("iid", "clove", 0, 0.9, 1.0), _row("iid", "clove", 1, 0.8, 0.5),
+        _row("iid", "fedpac", 0, 0.7, None), _row("iid", "fedpac", 1, 0.75, None),
+        _row("concept-shift", "clove", 0, 0.6, 1.0), _row("concept-shift", "clove", 1, None, None, status="failed"),
+        _row("concept-shift", "fedpac", 0, 0.5, None)]
+
+
+def test_pivot_cells_are_means_over_seeds_and_ari_not_applicable_without_any():
+    assert pivot_cell([0.9, 0.8], "final_accuracy") == "85.0 ± 7.1"
+    assert pivot_cell([1.0, 0.5], "final_ari") == "0.75 ± 0.35 (1/2)"
+    assert pivot_cell([None, None], "final_ari") == "n/a"
+    assert pivot_cell([], "final_ari") == "-"
+
+
+def test_the_pivot_has_a_row_per_algorithm_and_names_cells_not_finished():
+    table, notes = pivot_table(ROWS, "final_accuracy")
+    lines = table.splitlines()
+    assert lines[0] == "| algorithm | iid | concept-shift |"
+    assert lines[2] == "| clove | 85.0 ± 7.1 | 60.0 |"  # the failed seed is left out ...
+    assert lines[3] == "| fedpac | 72.5 ± 3.5 | 50.0 |"
+    assert notes == ["concept-shift, clove: 1 of 2 runs not finished"]  # ... and said so
+    ari, _ = pivot_table(ROWS, "final_ari")
+    assert ari.splitlines()[3] == "| fedpac | n/a | n/a |"
+
+
+def test_reference_figures_sit_beside_ours_and_a_missing_one_is_a_dash():
+    table, _ = pivot_table(ROWS, "final_accuracy", reference={("iid", "clove"): 0.913})
+    lines = table.splitlines()
+    assert lines[0] == "| algorithm | iid | paper | concept-shift | paper |"
+    assert lines[2] == "| clove | 85.0 ± 7.1 | 91.3 | 60.0 | — |"
+
+
+def test_readme_tables_splices_a_pivot_under_its_marker_and_checks_it(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "tiny").mkdir(parents=True)
+    header = "key,folder,status,partition,algorithm,seed,final_accuracy,best_accuracy,final_loss,final_ari\n"
+    body = "".join(f"k{i},f{i},{r['status']},{r['partition']},{r['algorithm']},{r['seed']},"
+                   f"{'' if r['final_accuracy'] is None else r['final_accuracy']},,,"
+                   f"{'' if r['final_ari'] is None else r['final_ari']}\n" for i, r in enumerate(ROWS))
+    (runs / "tiny" / "results.csv").write_text(header + body)
+    reference = tmp_path / "paper.csv"
+    reference.write_text("partition,algorithm,final_accuracy,where\niid,fedpac,0.801,Table 9\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n\n<!-- sweep: tiny pivot=final_ari -->\n| old |\n|---|\n| x |\n\n"
+                      f"<!-- sweep: tiny pivot=final_accuracy reference={reference} -->\n| old |\n\nend\n")
+    script = _script()
+    args = ["--readme", str(readme), "--runs", str(runs)]
+    assert script.main(args) == 1  # written, and the cell with a failed run is reported
+    text = readme.read_text()
+    assert "| clove | 0.75 ± 0.35 (1/2) | 1.00 (1/1) |\n| fedpac | n/a | n/a |\n\n<!--" in text
+    assert "| fedpac | 72.5 ± 3.5 | 80.1 | 50.0 | — |\n\nend\n" in text and "| old |" not in text
+    (runs / "tiny" / "results.csv").write_text(header + body.replace("failed", "finished").replace(",,,,\n", ",0.6,,,\n", 1))
+    assert script.main(["--check", *args]) == 1  # the README now differs from the sweep: said, nothing written
+    assert readme.read_text() == text
+    assert script.main(args) == 0 and script.main(["--check", *args]) == 0
