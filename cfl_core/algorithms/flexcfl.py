@@ -155,7 +155,9 @@ class FedGroup(Algorithm):
 
     @property
     def migrates(self) -> bool:
-        return bool(getattr(self.opts, "migration", False)) and not self.cfg.unsupervised
+        # migration compares label distributions: none without labels (unsupervised runs, regression data)
+        return bool(getattr(self.opts, "migration", False)) and not self.cfg.unsupervised and \
+            self.ctx.fed.task == "classification"
 
     def _pretrain_config(self):
         return dataclasses.replace(self.engine.train_cfg, local_epochs=self.opts.pretrain_epochs)
