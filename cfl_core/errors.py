@@ -12,7 +12,15 @@ class ConfigError(ValueError):
         self.parameter = parameter
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{parameter}={value!r} is not allowed: {allowed}")
+        super().__init__(f"{parameter}={_shown(value)} is not allowed: {allowed}")
+
+
+def _shown(value) -> str:
+    """The value as given, but a whole number of more than 18 digits in scientific notation (1e300, not 301 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**18:
+        digits = str(abs(value))
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:4]}e+{len(digits) - 1}"
+    return repr(value)
 
 
 class DataUnavailable(RuntimeError):

@@ -37,7 +37,7 @@ class InitOptions(AlgorithmOptions):
     restart_min_share: float | None = setting(
         None, Interval(0, 1, low_open=True), label="Restart: least share per model", none_means="1/(2K)",
         help="init=restarts: redraw the models until each wins at least this share of the clients at round 0")
-    restart_attempts: int = setting(50, Interval(1), label="Restart: most draws",
+    restart_attempts: int = setting(50, Interval(1, 1000), label="Restart: most draws",
                                     help="init=restarts: give up after this many draws and keep the best")
 
     def check(self, cfg) -> None:
@@ -99,6 +99,10 @@ class Algorithm(ABC):
     def validate_config(cls, cfg) -> None:
         if cls.needs_models and cfg.models is None:
             raise ConfigError("models", None, f"a number of models (K-hat >= 1): {cls.name} needs one")
+        if cls.needs_models and cfg.models > cfg.num_clients:
+            # K-hat models for at most that many clusters: more models than clients can never be used
+            raise ConfigError("models", cfg.models, f"at most the number of clients ({cfg.num_clients}): {cls.name} "
+                                                    "keeps one model per cluster of clients")
         cls.parse_options(cfg.options).check(cfg)
 
     @classmethod

@@ -72,8 +72,8 @@ class FedGroupOptions(AlgorithmOptions):
     alpha: float = setting(20.0, Interval(0, low_open=True), label="Cold-start clients (alpha x models)", step=1.0,
                            allowed_text="a positive number (alpha x models clients pre-train)",
                            help="group cold start pre-trains alpha x m clients (every present client if fewer)")
-    pretrain_epochs: int = setting(5, Interval(1), label="Pre-training epochs",
-                                   allowed_text="a whole number of epochs >= 1",
+    pretrain_epochs: int = setting(5, Interval(1, 1000), label="Pre-training epochs",
+                                   allowed_text="a whole number of epochs in [1, 1000]",
                                    help="local epochs of a cold-start pre-training from the initial model")
     measure: str = setting("edc", Choice(MEASURES), label="Measure",
                            help="edc: KMeans++ on EDC features; madc: complete linkage on MADC")

@@ -1,10 +1,9 @@
 """`python -m cfl_core compare`: several algorithms on the identical federation and initial models."""
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..compare import compare_table, run_comparison
+from ..compare import compare_table, comparison_configs, run_comparison
 from ..errors import ConfigError
+from .flags import out_folder
 from .run_cmd import ProgressBar, add_experiment_flags, config_from_args, summary_line
 
 
@@ -13,13 +12,14 @@ def run(args) -> int:
     if not names:
         raise ConfigError("algorithms", args.algorithms, "a comma-separated list such as clove,ifca,fedavg,oracle")
     base = config_from_args(args, validate=False, algorithm=names[0])
-    out = Path(args.out)
+    comparison_configs(base, names)  # every algorithm's config refused before anything is written
+    out = out_folder(args.out, overwrite=args.overwrite)
 
     def progress(name, record):
         bars.setdefault(name, ProgressBar(base.rounds, f"{name:>8}")).update(record)
 
     bars: dict = {}
-    results = run_comparison(base, names, out, on_round=progress)
+    results = run_comparison(base, names, out, on_round=progress, overwrite=args.overwrite)
     for name, summary in results.items():
         print(summary_line(summary, out / name))
     markdown, csv_text = compare_table(results)
@@ -36,5 +36,6 @@ def register(sub) -> None:
                                         "models; one run folder each under --out, plus compare.md and compare.csv.")
     parser.add_argument("--algorithms", required=True, help="comma-separated, e.g. clove,ifca,fedavg,oracle")
     add_experiment_flags(parser, skip=("algorithm",))
-    parser.add_argument("--out", required=True, help="folder for the run folders and the tables")
+    parser.add_argument("--out", required=True, help="folder for the run folders and the tables (new or empty)")
+    parser.add_argument("--overwrite", action="store_true", help="replace the comparison already in --out")
     parser.set_defaults(func=run)
