@@ -35,3 +35,24 @@ class DataUnavailable(RuntimeError):
         self.how_to_get = how_to_get
         where = ", ".join(self.searched) if self.searched else "nowhere"
         super().__init__(f"data set {name!r} was not found (looked in: {where}). To get it: {how_to_get}")
+
+
+class Diverged(RuntimeError):
+    """Training blew up: non-finite numbers (inf or NaN), or losses a thousand times those of the initial models.
+
+    The run stops with status `diverged`. `what` says what blew up; the experiment adds where (the
+    round, or the set-up) and the learning rate, the usual cause."""
+
+    def __init__(self, what: str, where: str | None = None, lr: float | None = None):
+        self.what = what
+        self.where = where
+        self.lr = lr
+        text = f"training diverged {where or 'during training'}: {what}."
+        if lr is not None:
+            text += (f" The likely cause is the learning rate (lr={lr:g}): try a smaller one, e.g. lr={lr / 10:g}"
+                     " (or fewer local epochs)")
+        super().__init__(text)
+
+
+class ResumeError(ValueError):
+    """A run folder that cannot be resumed; the message says why (finished, no config, damaged, ...)."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..errors import Diverged
 from . import aggregate
 from .federation import Federation
 from .models import ModelSpec, per_sample_correct, per_sample_loss
@@ -17,6 +18,13 @@ from .traffic import TrafficLedger
 from .training import BatchSchedule, TrainConfig, batch_schedule, full_gradients, masked_mean, train_batched
 
 AGGREGATIONS = ("model", "gradient")  # CLoVE's Option I (model averaging) and Option II
+
+
+def finite(values: torch.Tensor, what: str) -> torch.Tensor:
+    """`values` unchanged, or Diverged when any is inf or NaN (training blew up: nothing after it is meaningful)."""
+    if values.numel() and not bool(torch.isfinite(values).all()):
+        raise Diverged(f"{what} are not finite numbers (inf or NaN)")
+    return values
 
 
 @dataclass
@@ -92,7 +100,7 @@ class Engine:
             _, loss = train_batched(self.spec, start[lo:hi], self.fed, clients[lo:hi], schedule.rows(lo, hi),
                                     train, out=result[lo:hi])
             losses.append(loss)
-        return result, (torch.cat(losses).cpu() if losses else torch.zeros(0))
+        return finite(result, "the trained model parameters"), (torch.cat(losses).cpu() if losses else torch.zeros(0))
 
     def federated_train(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor,
                         round_index: int, train: TrainConfig | None = None, stream: int | None = None
@@ -138,7 +146,8 @@ class Engine:
                 losses.append(loss)
             aggregate.add_weighted(sums, totals, contribution, owners, w)
         mean, trained = aggregate.group_means(sums, totals)
-        new = models - self.train_cfg.lr * mean if self.aggregation == "gradient" else mean
+        new = finite(models - self.train_cfg.lr * mean if self.aggregation == "gradient" else mean,
+                     "the aggregated model parameters")
         return aggregate.keep_untrained(new, models, trained), (torch.cat(losses) if losses else torch.zeros(0))
 
     # -- measuring ------------------------------------------------------------
@@ -152,7 +161,7 @@ class Engine:
         self.traffic.send(models, clients)
         if uploads:
             self.traffic.receive_floats(len(clients), models.shape[0])
-        return self._loss_values(models, clients)
+        return finite(self._loss_values(models, clients), "the clients' training losses")
 
     @torch.no_grad()
     def _loss_values(self, models: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
