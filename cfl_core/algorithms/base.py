@@ -5,6 +5,12 @@ aggregated; the engine does the training, aggregation and loss measurement
 for all of them alike. Subclasses set the class attributes, an `Options`
 dataclass for their own settings, and implement `setup` and `run_round`.
 Traffic is never counted here: the engine's operations count it themselves.
+
+Checkpoints come for free: `state_dict()` is every attribute of the instance
+except the wiring rebuilt from the config (`ctx`, `cfg`, `engine`, `opts`), and
+`cfl_core.checkpoint` saves tensors, numpy arrays, plain values and the
+dataclasses an algorithm lists in `state_classes`. An algorithm overrides
+`state_dict`/`load_state_dict` only for state that format cannot hold.
 """
 from __future__ import annotations
 
@@ -85,6 +91,8 @@ class Algorithm(ABC):
     has_loss_vectors = False  # True: records carry a loss matrix the dashboard can embed
     one_model_per_client = False  # True: every client keeps a model of its own (the estimate sizes memory by it)
     Options = NoOptions
+    state_classes: tuple[type, ...] = ()  # dataclasses its state may hold (the checkpoint's allow-list)
+    WIRING = ("ctx", "cfg", "engine", "opts")  # rebuilt from the config on resume, never checkpointed
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
@@ -130,6 +138,16 @@ class Algorithm(ABC):
     def eval_models(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(models [K, D], model index per client) used for the test metrics."""
         return self.models, self.assign
+
+    # -- checkpoints ----------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that changes as the run goes: every attribute but the wiring (see the module docstring)."""
+        return {name: value for name, value in vars(self).items() if name not in self.WIRING}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put a `state_dict()` back (after construction, in place of `setup`)."""
+        for name, value in state.items():
+            setattr(self, name, value)
 
     # -- shared helpers -----------------------------------------------------
     def base_model(self) -> torch.Tensor:
