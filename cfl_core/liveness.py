@@ -39,6 +39,8 @@ def is_alive(identity) -> bool | None:
     pid, started, host = identity.get("pid"), identity.get("pid_started"), identity.get("host")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or host != socket.gethostname():
         return None
+    if pid == os.getpid():
+        return None  # this very process: whether it still writes that run is for its caller to know
     if started is None:
         return None
     return _start_time(pid) == started  # None (no such process) or another start time: not that process
