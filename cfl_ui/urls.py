@@ -13,6 +13,7 @@ import streamlit as st
 
 from . import params as qp
 from .controls import apply_config, default_config, ensure_state, key, option_key
+from .literal import md
 from .presets import DEFAULT_PRESET
 from .session import shared_config
 
@@ -51,8 +52,10 @@ def sync_from_url(prefix: str, load_run_config=None, page_default: dict | None =
     return extra
 
 
-def _add_notes(prefix: str, notes: list[str]) -> None:
-    st.session_state[key(prefix, "_notes")] = (st.session_state.get(key(prefix, "_notes")) or []) + notes
+def add_notes(prefix: str, notes: list[str]) -> None:
+    """More lines for the page's "ignored from the link" notes (shown once by show_url_notes)."""
+    if notes:
+        st.session_state[key(prefix, "_notes")] = (st.session_state.get(key(prefix, "_notes")) or []) + list(notes)
 
 
 def apply_algo_options(prefix: str, text: str) -> None:
@@ -64,7 +67,7 @@ def apply_algo_options(prefix: str, text: str) -> None:
     except json.JSONDecodeError:
         given = None
     if not isinstance(given, dict):
-        _add_notes(prefix, [f"algo_options={text!r} in the link was ignored (not a JSON object)"])
+        add_notes(prefix, [f"algo_options={text!r} in the link was ignored (not a JSON object)"])
         return
     notes = []
     for algo, opts in given.items():
@@ -76,7 +79,7 @@ def apply_algo_options(prefix: str, text: str) -> None:
         for name, value in kept.items():
             st.session_state[option_key(prefix, algo, name)] = value
     if notes:
-        _add_notes(prefix, notes)
+        add_notes(prefix, notes)
 
 
 def algo_options_text(options: dict) -> str | None:
@@ -88,7 +91,7 @@ def algo_options_text(options: dict) -> str | None:
 def show_url_notes(prefix: str) -> None:
     """What in the last link applied to this page could not be used (shown once, at the top)."""
     for note in st.session_state.pop(key(prefix, "_notes"), []) or []:
-        st.warning(note, icon=":material/link:")
+        st.warning(md(note), icon=":material/link:")  # notes echo what the link held: shown literally
 
 
 def write_url(prefix: str, config: dict, extra: dict | None = None) -> dict:
@@ -115,7 +118,7 @@ def link_box(params: dict, note: str = "") -> None:
     """The sidebar's "Link to this page": the page's whole state as a URL, with a copy button."""
     with st.sidebar, st.expander("Link to this page", icon=":material/link:", expanded=False):
         if note:
-            st.caption(note)
+            st.caption(note)  # the page's own words
         st.code(share_link(params), language=None, wrap_lines=True)
 
 

@@ -9,6 +9,7 @@ from cfl_ui import params as Q
 from cfl_ui import session as S
 from cfl_ui import urls as U
 from cfl_ui.controller import JobController
+from cfl_ui.literal import code
 from cfl_ui.live_view import live_fragment
 from cfl_ui.panel import Panel
 from cfl_ui.preset_picker import preset_picker
@@ -54,11 +55,13 @@ if extra is not None:
     if extra.get("modes"):
         st.session_state[MODES_KEY] = [m for m in Q.split_list(extra["modes"]) if m in INIT_MODES]
     if extra.get("seeds"):
-        try:
-            st.session_state[SEEDS_KEY] = int(extra["seeds"])
-        except ValueError:
-            pass  # not a number: the page keeps its seeds
-ctl.attach(extra)
+        seeds = extra["seeds"].strip()
+        if seeds.isdigit() and 1 <= int(seeds) <= J.MAX_SEEDS:
+            st.session_state[SEEDS_KEY] = int(seeds)
+        else:
+            U.add_notes(P, [f"seeds={extra['seeds']!r} in the link was ignored (a number of seeds in "
+                            f"[1, {J.MAX_SEEDS}])"])
+U.add_notes(P, ctl.attach(extra))
 st.session_state.setdefault(ALGOS_KEY, list(DEFAULT_ALGOS))
 st.session_state.setdefault(MODES_KEY, list(INIT_MODES))
 st.session_state.setdefault(SEEDS_KEY, 10)
@@ -100,7 +103,7 @@ ctl.flash()
 
 snap = ctl.snapshot()
 if ctl.ref and snap is None:
-    st.warning(f"Run `{ctl.ref}` was not found; its settings are loaded — press **Run** to reproduce it.",
+    st.warning(f"Run {code(ctl.ref)} was not found; its settings are loaded — press **Run** to reproduce it.",
                icon=":material/link:")
 if snap is not None:
     live_fragment(ctl.ref, ifca_view.render, initial_status=snap.status)
