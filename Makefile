@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-fast bench install clean-venv
+.PHONY: run test test-fast bench bench-peers tables install clean-venv
 
 $(STAMP): requirements.txt requirements-test.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,36 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m cfl_core bench --out benchmarks/RESULTS.md --json benchmarks/results.json
+
+# The same FedAvg (and CLoVE) workload in CFL Lab, Flower and pfl-research (benchmarks/PEERS.md).
+# The peers live in their own environment, .venv-peers (their pins may clash with the app's).
+PEERS_VENV ?= .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+
+$(PEERS_STAMP): requirements-peers.txt
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install -r requirements-peers.txt
+	touch $(PEERS_STAMP)
+
+bench-peers: $(STAMP) $(PEERS_STAMP)
+	$(PY) -m cfl_core bench --peers flower,pfl --threads 2 --sizes 10,100,1000,10000 --rounds 4 --time-limit 600 \
+		--peer-python $(PEERS_VENV)/bin/python --peer-profile --out benchmarks/PEERS.md --json benchmarks/peers.json
+
+# The README's results tables: one sweep spec each (sweeps/NAME.yaml), run into runs/readme/NAME, then
+# spliced into README.md under its `<!-- sweep: NAME -->` marker. Fashion-MNIST (about 11 minutes) runs last.
+# A finished run is never run again: delete runs/readme/NAME to measure a table anew.
+TABLES := digits-core digits-iid-unknown-k digits-unknown-k digits-same-init digits-init-modes digits-family \
+	digits-swap-part digits-unsupervised fmnist
+
+tables: $(STAMP)
+	for name in $(TABLES); do $(PY) -m cfl_core sweep sweeps/$$name.yaml --out runs/readme/$$name || exit 1; done
+	$(PY) scripts/readme_tables.py
+
+# One table: `make table-digits-core` (any NAME of TABLES).
+table-%: $(STAMP)
+	$(PY) -m cfl_core sweep sweeps/$*.yaml --out runs/readme/$*
+	$(PY) scripts/readme_tables.py $*
 
 clean-venv:
 	rm -rf $(VENV)

@@ -16,5 +16,6 @@ navigation = st.navigation([
     st.Page("pages/ifca_init.py", title="IFCA initialisation", icon=":material/casino:", url_path="ifca-init"),
     st.Page("pages/partitions.py", title="Partitions", icon=":material/grid_view:", url_path="partitions"),
     st.Page("pages/runs.py", title="Runs", icon=":material/folder_open:", url_path="runs"),
+    st.Page("pages/sweeps.py", title="Sweeps", icon=":material/grid_on:", url_path="sweeps"),
 ])
 navigation.run()

@@ -21,6 +21,16 @@ TABLE_COLUMNS = [
 ]
 
 
+def with_default_models(config: ExperimentConfig) -> ExperimentConfig:
+    """K-hat = the true cluster count when it is not given and the algorithm needs one (compare's and sweeps' rule)."""
+    from .algorithms import ALGORITHMS
+
+    algo = ALGORITHMS.get(config.algorithm)
+    if config.models is None and algo is not None and algo.needs_models:
+        return config.replace(models=config.clusters)
+    return config
+
+
 def comparison_configs(base: ExperimentConfig, algorithms: list[str],
                        options: dict[str, dict] | None = None) -> list[ExperimentConfig]:
     """One config per algorithm; K-hat defaults to the true cluster count where an algorithm needs one.
@@ -37,14 +47,13 @@ def comparison_configs(base: ExperimentConfig, algorithms: list[str],
     for name in algorithms:
         if name not in ALGORITHMS:
             raise ConfigError("algorithms", name, f"names from {sorted(ALGORITHMS)}")
-        models = base.models if base.models is not None else (base.clusters if ALGORITHMS[name].needs_models else None)
         # Options are per algorithm: keep only those the algorithm knows.
         if options is not None and name in options:
             own = dict(options[name])
         else:
             known = {f for f in ALGORITHMS[name].Options.__dataclass_fields__}
             own = {k: v for k, v in base.options.items() if k in known}
-        cfg = base.replace(algorithm=name, models=models, options=own)
+        cfg = with_default_models(base.replace(algorithm=name, options=own))
         cfg.validate()
         configs.append(cfg)
     return configs

@@ -72,6 +72,7 @@ class ExperimentConfig:
     alpha: float = _data("alpha")
     num_classes_per_partition: int = _data("num_classes_per_partition")
     quantity_skew: float = _data("quantity_skew")
+    sample_with_replacement: bool = _data("sample_with_replacement")
     # algorithm
     algorithm: str = setting("clove", Choice(_algorithm_names), label="Algorithm", group="algorithm",
                              help="which clustering strategy runs (see the README's Algorithms table)")

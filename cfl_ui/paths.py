@@ -2,7 +2,7 @@
 
 A run reference is `JOB` (a single run, or a whole batch) or `JOB/UNIT` (one run
 of a batch), where JOB may itself hold "/" for runs saved deeper under the runs
-folder by the CLI (`compare --out runs/X` -> `X/fedavg`; `scripts/seed_table.py`
+folder by the CLI (`compare --out runs/X` -> `X/fedavg`; a README table's sweep
 -> `readme/digits-core/iid/seed0/clove`): at most MAX_PARTS parts in all, the
 last one being the unit. Dashboard job ids end in 64 random bits so nobody can
 guess another session's run from the URL of their own.

@@ -7,7 +7,7 @@ folder itself, a batch's in one sub-folder per unit. Folders without
 everyone sees them. The CLI writes them at any depth under the runs folder:
 a run folder holds `config.json` (`python -m cfl_core run --out runs/X`); a
 CLI batch is a folder with neither file whose child folders include run
-folders (`compare --out runs/X` -> X/<algorithm>/, `scripts/seed_table.py` ->
+folders (`compare --out runs/X` -> X/<algorithm>/, a README table's sweep ->
 <out>/<partition>/seed<N>/<algorithm>/); any other folder only groups others.
 Reading never unpickles and never changes a folder.
 

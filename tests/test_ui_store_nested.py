@@ -1,4 +1,5 @@
-"""Runs saved by the CLI below the top of the runs folder (`compare --out runs/X`, `scripts/seed_table.py`):
+"""Runs saved by the CLI below the top of the runs folder (`compare --out runs/X`, a sweep whose folder template is
+`{partition}/seed{seed}/{algorithm}`):
 listed with the right references, reopened as batches, deleted only when they are runs, on the Runs page
 and in the Playground."""
 from __future__ import annotations
@@ -26,13 +27,13 @@ NESTED = {"cmp/fedavg", "cmp/oracle", "grp/sub/seed0/fedavg", "grp/sub/seed0/ora
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
-    """A runs folder as the CLI leaves it: a compare folder, a seed_table-style tree and a single run."""
+    """A runs folder as the CLI leaves it: a compare folder, a sweep-style tree and a single run."""
     root = tmp_path_factory.mktemp("template") / "runs"
     results = run_comparison(TINY, ALGOS, root / "cmp")  # what `python -m cfl_core compare --out runs/cmp` does
     markdown, csv_text = compare_table(results)
     (root / "cmp" / "compare.md").write_text(markdown)
     (root / "cmp" / "compare.csv").write_text(csv_text)
-    run_comparison(TINY, ALGOS, root / "grp" / "sub" / "seed0")  # seed_table: <out>/<partition>/seed<N>/<algo>
+    run_comparison(TINY, ALGOS, root / "grp" / "sub" / "seed0")  # a README sweep: <out>/<partition>/seed<N>/<algo>
     (root / "grp" / "table.md").write_text("| a |\n")
     Experiment(TINY, out_dir=root / "single").run()  # `python -m cfl_core run --out runs/single`
     return root

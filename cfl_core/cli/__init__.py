@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "partition_cmd",
     "run_cmd",
     "compare_cmd",
+    "sweep_cmd",
     "bench_cmd",
 ]
 

@@ -18,6 +18,23 @@ def _ints(text: str) -> tuple[int, ...]:
     return values
 
 
+def _names(text: str) -> tuple[str, ...]:
+    values = tuple(v.strip() for v in text.split(",") if v.strip())
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected names separated by commas, got {text!r}")
+    return values
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"expected numbers > 0 separated by commas, got {text!r}")
+    return values
+
+
 def _limits(text: str) -> dict[str, int]:
     """`mlp=1000,cnn=500` or one number for every family."""
     out = {}
@@ -61,6 +78,22 @@ def register(subparsers) -> None:
                             "e.g. cnn=1000")
     small.add_argument("--samples", type=int, help="training samples per client (default 60)")
     small.add_argument("--matmul-n", type=int, help="size of the peak matmul (default 2048 CPU, 8192 CUDA)")
+    peers = p.add_argument_group(
+        "peers (python -m cfl_core bench --peers flower,pfl): the same FedAvg workload in CFL Lab, Flower and "
+        "pfl-research, each peer run as a subprocess with its own interpreter (see benchmarks/PEERS.md)")
+    peers.add_argument("--peers", type=_names, help="compare with these peers instead of the engine benchmark: "
+                                                    "flower, pfl or flower,pfl (--sizes sets M; default 10,100,1000,10000)")
+    peers.add_argument("--rounds", type=int, help="rounds per peer row, one warm-up included (default 4)")
+    peers.add_argument("--peer-python", metavar="PATH", help="the peers' interpreter (default .venv-peers/bin/python)")
+    peers.add_argument("--time-limit", type=float, help="seconds per peer row before it is stopped (default 900)")
+    peers.add_argument("--clove-clients", type=int, help="clients in the CLoVE row (default 1000; 0 skips it)")
+    peers.add_argument("--flower-cpus", type=_floats, help="Flower client resources (CPUs per client) to try "
+                                                           "(default 1,2; the fastest is kept)")
+    peers.add_argument("--pfl-setups", type=_names, help="pfl setups to try as PROCESSESxTHREADS (default 1x2,2x1)")
+    peers.add_argument("--peer-profile", action="store_true", help="sample every peer row with py-spy (where its time goes)")
+    peers.add_argument("--peer-workdir", metavar="DIR", help="keep the workload files, logs and peer JSON here")
+    peers.add_argument("--peers-from", metavar="FILE.json",
+                       help="render --out again from a saved peer run (its --json), without measuring")
     p.set_defaults(func=run)
     _PARSER_ACTIONS[:] = [a for a in p._actions if a.option_strings and a.dest != "help"]
 
@@ -115,6 +148,20 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    if args.peers_from:
+        from ..bench.peers import report_from_json, write_markdown
+
+        report = report_from_json(args.peers_from)
+        if not args.out:
+            print("error: --peers-from needs --out FILE.md", file=sys.stderr)
+            return 2
+        previous = _previous_lines(args.out)
+        report.facts.setdefault("written_at", previous.get("Run"))
+        write_markdown(report, report.facts.get("command") or previous.get("Command", "(not recorded)"), args.out)
+        print(f"rendered {args.peers_from} into {args.out} (no measurement)", file=sys.stderr)
+        return 0
+    if args.peers:
+        return _run_peers(args)
     from ..bench import BenchMismatch, BenchOptions, run_benchmark
     from ..bench.report import text_table, write_json, write_markdown
 
@@ -140,4 +187,59 @@ def _run(args) -> int:
     if args.json:
         write_json(report, args.json)
         print(f"JSON written to {args.json}", file=sys.stderr)
+    return 0
+
+
+def _previous_lines(path: str) -> dict:
+    """The command and the run's time of a table written earlier (for a saved run that lacks them)."""
+    out = {}
+    try:
+        for line in open(path, encoding="utf-8"):
+            if line.startswith("Command: `"):
+                out["Command"] = line.split("`")[1]
+            elif line.startswith("Run: "):
+                out["Run"] = line[5:].split(",")[0]
+    except OSError:
+        pass
+    return out
+
+
+def _run_peers(args) -> int:
+    from ..bench.peers import (PEER_SCRIPTS, PeerEnvironmentMissing, PeerOptions, learning_check,
+                               run_peer_benchmark, text_table, write_json, write_markdown)
+
+    unknown = [p for p in args.peers if p not in PEER_SCRIPTS]
+    if unknown:
+        print(f"error: --peers {unknown[0]!r} is not a peer; choose from {', '.join(PEER_SCRIPTS)}", file=sys.stderr)
+        return 2
+    fields = {"sizes": args.sizes, "rounds": args.rounds, "peer_python": args.peer_python,
+              "time_limit": args.time_limit, "clove_clients": args.clove_clients, "flower_cpus": args.flower_cpus,
+              "pfl_setups": args.pfl_setups, "workdir": args.peer_workdir, "threads": args.threads,
+              "samples": args.samples}
+    opts = PeerOptions(peers=args.peers, profile=args.peer_profile,
+                       **{k: v for k, v in fields.items() if v is not None})
+    if opts.rounds <= opts.warmup:
+        print(f"error: --rounds must be more than the {opts.warmup} warm-up round", file=sys.stderr)
+        return 2
+    command = _command(args)
+
+    def save(report) -> None:
+        if args.out:
+            write_markdown(report, command, args.out)
+        if args.json:
+            write_json(report, args.json)
+
+    try:
+        report = run_peer_benchmark(opts, log=lambda line: print(line, file=sys.stderr, flush=True),
+                                    progress=save, command=command)
+    except PeerEnvironmentMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(text_table(report.rows))
+    for line in learning_check(report.rows):
+        print(line)
+    save(report)
+    for path in (args.out, args.json):
+        if path:
+            print(f"written to {path}", file=sys.stderr)
     return 0

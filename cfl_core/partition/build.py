@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from . import transforms
 from .config import PartitionConfig, pool_supply
 from .plan import test_counts, train_counts
-from .sampling import draw_disjoint, draw_test
+from .sampling import draw_disjoint, draw_test, draw_with_replacement
 from .structures import cluster_transforms, cluster_weights
 
 
@@ -97,7 +97,9 @@ def build_partition(dataset: Dataset, config: PartitionConfig) -> Partition:
     """Place clusters x clients_per_cluster clients on the source's pools.
 
     Client i belongs to cluster i // clients_per_cluster. Training samples are
-    disjoint across all clients; test samples come from the separate test pool
+    disjoint across all clients (with `sample_with_replacement`, each client draws
+    from the whole pool independently, so clients may share samples); test samples
+    come from the separate test pool
     with each client's training label proportions. Same config -> same partition.
     """
     info = dataset.info
@@ -109,7 +111,8 @@ def build_partition(dataset: Dataset, config: PartitionConfig) -> Partition:
     test = test_counts(train, config.test_size)
     train_labels = np.zeros(info.n_train, np.int64) if regression else dataset.y_train.numpy()
     test_labels = np.zeros(info.n_test, np.int64) if regression else dataset.y_test.numpy()
-    train_idx = draw_disjoint(train_labels, train, config.seed)
+    draw = draw_with_replacement if config.sample_with_replacement else draw_disjoint
+    train_idx = draw(train_labels, train, config.seed)
     test_idx, disjoint = draw_test(test_labels, test, config.seed)
     clients = []
     for i in range(config.num_clients):

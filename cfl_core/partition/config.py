@@ -52,6 +52,10 @@ class PartitionConfig:
                                              help="labels per client for within=pathological")
     quantity_skew: float = setting(0.0, Interval(0, 10), label="Quantity skew", group="data", advanced=True, step=0.1,
                                    help="0 = equal client sizes; > 0 = power-law exponent of client sizes")
+    sample_with_replacement: bool = setting(
+        False, label="Samples may repeat", group="data", advanced=True,
+        help="draw each client's samples from the whole pool independently of the other clients, so "
+             "clients may share samples (more clients x samples than the pool holds); off = disjoint samples")
     seed: int = setting(0, Interval(0, MAX_SEED), label="Seed", group="training",
                         help="random seed: same seed = same data, same initial models, same run")
 
@@ -101,11 +105,15 @@ def _check_within(cfg: PartitionConfig, info: DatasetInfo) -> None:
 
 def _check_capacity(cfg: PartitionConfig, info: DatasetInfo) -> None:
     supply = pool_supply(info)
+    if cfg.sample_with_replacement:
+        _check_replacement_supply(cfg, info, supply)
+        return
     if cfg.num_clients > supply.sum():
         # Not even one sample each: say so without planning millions of clients.
         raise ConfigError("clients_per_cluster", cfg.clients_per_cluster,
                           f"at most {int(supply.sum()) // cfg.clusters} with {cfg.clusters} clusters: "
-                          f"{info.name}'s train pool has {int(supply.sum())} samples")
+                          f"{info.name}'s train pool has {int(supply.sum())} samples; "
+                          "or set sample_with_replacement to let clients share samples")
     weights = cluster_weights(cfg.partition, cfg.clusters, supply)
     counts = train_counts(cfg, weights)
     if not fits(counts, supply):
@@ -118,9 +126,21 @@ def _check_capacity(cfg: PartitionConfig, info: DatasetInfo) -> None:
             allowed = f"no value works for {where} ({pool}); use fewer clusters or clients_per_cluster"
         else:
             allowed = f"at most {best} for {where} without drawing a sample twice ({pool})"
+        allowed += "; or set sample_with_replacement to let clients share samples"
         raise ConfigError("samples_per_client", cfg.samples_per_client, allowed)
     # A test set larger than the whole test pool could only be filled with repeats.
     if cfg.test_size > info.n_test:
         default = "" if cfg.test_samples_per_client is not None else " (the default, max(10, samples_per_client // 2))"
         raise ConfigError("test_samples_per_client", cfg.test_size,
                           f"at most {info.n_test}{default}: the size of {info.name}'s test pool")
+
+
+def _check_replacement_supply(cfg: PartitionConfig, info: DatasetInfo, supply: np.ndarray) -> None:
+    """With replacement any number of clients and samples can be drawn, as long as every label the
+    plan asks for is in the train pool at least once."""
+    weights = cluster_weights(cfg.partition, cfg.clusters, supply)
+    empty = np.flatnonzero((train_counts(cfg, weights).sum(0) > 0) & (supply == 0))
+    if len(empty):
+        raise ConfigError("sample_with_replacement", cfg.sample_with_replacement,
+                          f"false here: {info.name}'s train pool has no sample of class {int(empty[0])}, "
+                          f"which {cfg.partition} asks for, so repeats cannot fill it")

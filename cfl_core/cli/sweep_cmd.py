@@ -1,0 +1,109 @@
+"""`python -m cfl_core sweep SPEC`: a grid of experiments, resumable, on a local pool or on Ray."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..jsonio import read_json
+from ..sweep.executors import EXECUTORS
+from ..sweep.folder import POINT_FILE
+from ..sweep.spec import DEFAULT_MAX_POINTS
+
+
+def add_executor_flags(parser: argparse.ArgumentParser, default_executor: str = "local") -> None:
+    parser.add_argument("--executor", choices=EXECUTORS, default=default_executor,
+                        help="local: a pool of worker processes here (default); ray: one Ray task per run "
+                             "(a local Ray instance, or the cluster at --address); serial: one by one in this process")
+    parser.add_argument("--address", help="with --executor ray: an existing cluster, 'auto' or ray://HOST:PORT")
+    parser.add_argument("--workers", type=int, help="runs at once (default: the cores // --cpus-per-run; "
+                                                    "with a local Ray instance: its CPUs are workers x cpus-per-run)")
+    parser.add_argument("--cpus-per-run", type=int, default=1, dest="cpus_per_run",
+                        help="torch threads (and Ray CPUs) per run (default 1). Records depend on it: the same "
+                             "point gives identical records in every executor with the same value")
+    parser.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS, dest="max_points",
+                        help=f"refuse a sweep of more points than this (default {DEFAULT_MAX_POINTS})")
+
+
+class SweepBar:
+    """tqdm progress over the sweep's runs: done / running / failed and the ETA."""
+
+    def __init__(self, name: str, stream=None):
+        self.name, self.stream = name, stream or sys.stderr
+        self.bar = None
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self._seen = None
+
+    def __call__(self, progress) -> None:
+        from tqdm import tqdm
+
+        if self.bar is None:
+            self.bar = tqdm(total=progress.total, initial=progress.skipped, desc=self.name, unit="run",
+                            file=self.stream, dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
+        ended = progress.skipped + progress.done + progress.failed
+        state = (ended, progress.running)
+        if not self.tty and state == self._seen:
+            return  # a log file gets a line per change, not one per half second
+        self._seen = state
+        self.bar.set_postfix_str(f"done {progress.done + progress.skipped} running {progress.running} "
+                                 f"failed {progress.failed}", refresh=False)
+        if ended > self.bar.n:
+            self.bar.update(ended - self.bar.n)
+        else:
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run(args) -> int:
+    from ..sweep import SweepSpec, plan, run_sweep
+    from ..sweep.folder import DONE, FAILED_BEFORE
+
+    spec = SweepSpec.from_file(args.spec)
+    out = Path(args.out or Path("runs") / "sweeps" / spec.name)
+    if args.dry_run:
+        expansion, states = plan(spec, out, max_points=args.max_points, skip_invalid=True)
+        print(expansion.report())
+        finished = sum(s == DONE for s in states.values())
+        failed = sum(s == FAILED_BEFORE for s in states.values())
+        print(f"{out}: {finished} finished, {failed} failed before, {len(states) - finished - failed} to run")
+        return 0
+    bar = SweepBar(spec.name)
+    try:
+        outcome = run_sweep(spec, out, executor=args.executor, workers=args.workers, cpus_per_run=args.cpus_per_run,
+                            address=args.address, max_points=args.max_points, skip_invalid=args.skip_invalid,
+                            replace=args.replace, on_progress=bar)
+    except KeyboardInterrupt:
+        bar.close()
+        print(f"interrupted: every finished run is in {out}; the same command resumes", file=sys.stderr)
+        return 130
+    bar.close()
+    print()
+    print(outcome.table)
+    failed = [p for p in outcome.expansion.points if outcome.statuses[p.key] == "failed"]
+    for p in failed[:10]:
+        marker = outcome.folder / p.folder / POINT_FILE
+        print(f"failed: {p.folder}: {(read_json(marker) or {}).get('error')}", file=sys.stderr)
+    print(f"{len(outcome.expansion.points)} points ({outcome.progress.skipped} already finished, "
+          f"{outcome.progress.done} run now, {outcome.failed} failed) -> {out}/results.csv, {out}/summary.md")
+    return 1 if failed else 0
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("sweep", help="run a grid of experiments from a spec (resumable; local pool or Ray)",
+                            description="Run every point of a sweep spec (JSON or YAML: base, grid, zip, cases, "
+                                        "options, folder; see cfl_core/sweep/spec.py) and write one run folder "
+                                        "per point, results.csv and summary.md. Re-running the same command "
+                                        "skips the finished points.")
+    parser.add_argument("spec", help="the sweep spec (.json, .yaml or .yml)")
+    parser.add_argument("--out", help="the sweep folder (default: runs/sweeps/NAME)")
+    add_executor_flags(parser)
+    parser.add_argument("--skip-invalid", action="store_true", dest="skip_invalid",
+                        help="run the valid points when some combinations cannot work (they are listed either way)")
+    parser.add_argument("--replace", action="store_true",
+                        help="overwrite run folders that hold another config than the spec's point at that path")
+    parser.add_argument("--dry-run", action="store_true", dest="dry_run",
+                        help="list invalid points and what would run; run nothing")
+    parser.set_defaults(func=run)

@@ -1,0 +1,214 @@
+"""Running a sweep: expand and check every point, skip the finished ones, run the rest, write the tables.
+
+    outcome = run_sweep(SweepSpec.from_file("sweeps/digits-core.yaml"), "runs/sweeps/digits-core")
+
+Resumable and idempotent: a point whose run folder holds its key with status finished is skipped;
+every other point runs (again). Each result is written by the driver (folder.py) the moment it
+comes back, so a sweep killed at any moment loses no finished run, and re-running the same
+command finishes the rest without running a finished point twice. A failed run is recorded with
+its error; the others go on.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .. import __version__
+from ..errors import ConfigError
+from ..records import FAILED, FINISHED
+from .executors import make_executor
+from .folder import DONE, FAILED_BEFORE, MISSING, OTHER, RESULTS_FILE, SUMMARY_FILE, SweepFolder
+from .spec import DEFAULT_MAX_POINTS, Expansion, SweepSpec
+from .tables import results_csv, row_of, summary_markdown, summary_table
+
+
+class InvalidPoints(ConfigError):
+    """Some points cannot run: the report lists each with its error, and the count of valid points."""
+
+    def __init__(self, expansion: Expansion):
+        self.expansion = expansion
+        super().__init__("points", f"{len(expansion.invalid)} invalid",
+                         f"only valid combinations (pass --skip-invalid to run the valid ones):\n"
+                         + expansion.report())
+
+
+@dataclass
+class Progress:
+    total: int
+    skipped: int = 0
+    done: int = 0  # finished in this session
+    failed: int = 0
+    running: int = 0
+    started: float = field(default_factory=time.time)
+    walls: list = field(default_factory=list)
+    slots: int = 1
+    last: dict | None = None  # the last result's marker
+
+    @property
+    def pending(self) -> int:
+        return self.total - self.skipped - self.done - self.failed - self.running
+
+    @property
+    def eta_seconds(self) -> float | None:
+        if not self.walls:
+            return None
+        per_run = sum(self.walls) / len(self.walls)
+        return per_run * (self.pending + self.running) / max(1, self.slots)
+
+    def as_dict(self) -> dict:
+        return {"total": self.total, "skipped": self.skipped, "done": self.done, "failed": self.failed,
+                "running": self.running, "pending": self.pending, "started_at": self.started,
+                "eta_seconds": self.eta_seconds}
+
+
+@dataclass
+class SweepOutcome:
+    spec: SweepSpec
+    folder: Path
+    expansion: Expansion
+    progress: Progress
+    statuses: dict[str, str]
+    summaries: dict[str, dict | None]
+    table: str
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for s in self.statuses.values() if s == FAILED)
+
+
+def _command() -> str:
+    argv = list(sys.argv)
+    if argv and argv[0].endswith("__main__.py") and Path(argv[0]).parent.name == "cfl_core":
+        argv = ["python", "-m", "cfl_core", *argv[1:]]
+    return shlex.join(argv)
+
+
+def plan(spec: SweepSpec, out: str | Path, *, max_points: int | None = DEFAULT_MAX_POINTS,
+         skip_invalid: bool = False) -> tuple[Expansion, dict[str, str]]:
+    """Every point and the state of its folder, checked before anything runs (nothing is written)."""
+    expansion = spec.expand(max_points)
+    if expansion.invalid and not skip_invalid:
+        raise InvalidPoints(expansion)
+    if not expansion.points:
+        raise ConfigError("points", 0, "at least one valid point\n" + expansion.report())
+    folder = SweepFolder(out)
+    return expansion, {p.key: folder.state(p) for p in expansion.points}
+
+
+def run_sweep(spec: SweepSpec, out: str | Path, *, executor: str = "local", workers: int | None = None,
+              cpus_per_run: int = 1, address: str | None = None, max_points: int | None = DEFAULT_MAX_POINTS,
+              skip_invalid: bool = False, replace: bool = False, command: str | None = None,
+              on_progress: Callable[[Progress], None] | None = None) -> SweepOutcome:
+    expansion, states = plan(spec, out, max_points=max_points, skip_invalid=skip_invalid)
+    points = expansion.points
+    folder = SweepFolder(out)
+    others = [p for p in points if states[p.key] == OTHER]
+    if others and not replace:
+        raise ConfigError("out", str(out), f"a folder whose run folders hold these points or none: "
+                                           f"{others[0].folder} holds another run ({len(others)} such folders; "
+                                           f"pass --replace to overwrite them, or choose another --out)")
+    folder.lock()
+    try:
+        folder.clean()
+        states = {p.key: folder.state(p) for p in points}  # again, under the lock
+        todo = [p for p in points if states[p.key] != DONE]
+        command = command or _command()
+        progress = Progress(total=len(points), skipped=len(points) - len(todo))
+        info: dict = {"executor": executor, "threads": cpus_per_run}
+        folder.write_sweep({
+            "name": spec.name, "description": spec.description, "spec": spec.raw, "command": command,
+            "swept": spec.swept, "cfl_core_version": __version__, "written_at": time.time(),
+            "points": [{"index": p.index, "key": p.key, "folder": p.folder, "values": p.values} for p in points],
+            "invalid": [{"index": p.index, "values": p.values, "error": p.error} for p in expansion.invalid],
+            "threads_per_run": cpus_per_run,
+        })
+        folder.event("start", points=len(points), todo=len(todo), skipped=progress.skipped, command=command,
+                     executor=executor)
+        state = "finished"
+        try:
+            if todo:
+                with make_executor(executor, workers=workers, threads=cpus_per_run, address=address,
+                                   points=len(todo)) as ex:
+                    info = ex.describe()
+                    progress.slots = ex.slots
+                    _drive(ex, todo, folder, progress, cpus_per_run, info, on_progress)
+        except BaseException:
+            state = "interrupted"
+            raise
+        finally:
+            folder.clean()
+            statuses, summaries = _read_back(folder, points)
+            folder.write_progress({**progress.as_dict(), "state": state, "executor": info})
+            table = _write_tables(spec, folder, points, statuses, summaries, command)
+            folder.event("end", state=state, done=progress.done, failed=progress.failed)
+        if on_progress:
+            on_progress(progress)
+        return SweepOutcome(spec, folder.root, expansion, progress, statuses, summaries, table)
+    finally:
+        folder.unlock()
+
+
+def _drive(ex, todo, folder: SweepFolder, progress: Progress, threads: int, info: dict, on_progress) -> None:
+    queue = list(todo)
+    inflight: dict = {}
+    try:
+        while queue or inflight:
+            while queue and len(inflight) < ex.slots:
+                point = queue.pop(0)
+                task = {"key": point.key, "config": point.config.to_dict(), "threads": threads}
+                inflight[ex.submit(task)] = point
+                folder.event("started", key=point.key, folder=point.folder)
+                progress.running += 1
+            folder.write_progress({**progress.as_dict(), "state": "running", "executor": info})
+            if on_progress:
+                on_progress(progress)
+            for handle, result in ex.wait(list(inflight), timeout=0.5):
+                point = inflight.pop(handle)
+                marker = folder.write_run(point, result, {"executor": info.get("executor")})
+                folder.event("finished" if result["status"] == FINISHED else "failed", key=point.key,
+                             run_id=marker["run_id"], error=result.get("error"))
+                progress.running -= 1
+                if result["status"] == FINISHED:
+                    progress.done += 1
+                else:
+                    progress.failed += 1
+                if result.get("wall_seconds") is not None:
+                    progress.walls.append(result["wall_seconds"])
+                progress.last = marker
+    except BaseException:
+        ex.cancel()
+        raise
+
+
+def _read_back(folder: SweepFolder, points) -> tuple[dict, dict]:
+    statuses, summaries = {}, {}
+    for p in points:
+        state = folder.state(p)
+        statuses[p.key] = {DONE: FINISHED, FAILED_BEFORE: FAILED, MISSING: "missing", OTHER: "missing"}[state]
+        summaries[p.key] = folder.summary(p) if state in (DONE, FAILED_BEFORE) else None
+    return statuses, summaries
+
+
+def _write_tables(spec: SweepSpec, folder: SweepFolder, points, statuses, summaries, command: str) -> str:
+    rows = [row_of(p, folder.marker(p) if statuses[p.key] != "missing" else None, summaries[p.key]) for p in points]
+    for row, p in zip(rows, points):
+        row["status"] = statuses[p.key]
+    _write_text(folder.root / RESULTS_FILE, results_csv(spec.swept, rows))
+    table, notes = summary_table(spec.swept, points, summaries, statuses)
+    counts = {"points": len(points), "finished": sum(s == FINISHED for s in statuses.values()),
+              "failed": sum(s == FAILED for s in statuses.values()),
+              "missing": sum(s == "missing" for s in statuses.values())}
+    text = summary_markdown(spec.name, spec.description, command, table, notes, counts)
+    _write_text(folder.root / SUMMARY_FILE, text)
+    return table
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Readers (the dashboard) never see half a table: a hidden temporary file renamed over it."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,490 @@
+"""Sweep specs: a base config, a grid, zip groups, explicit cases and per-algorithm options.
+
+A spec (JSON, or YAML when PyYAML is installed) is an object with these keys, all but one optional:
+
+    name: digits-core                 # default: the file's name
+    description: one line for summary.md
+    base: {dataset: digits, rounds: 30}          # experiment config fields (the declared settings)
+    grid:                             # every combination of these lists (in this order)
+      partition: [feature-skew, concept-shift]
+      algorithm: [clove, ifca]
+      seed: [0, 1, 2]
+    zip:                              # groups of lists that advance together: one axis per group
+      - {partition: [feature-skew, label-skew-1], clusters: [4, 5]}
+    cases:                            # an explicit list of partial configs: one more axis
+      - {algorithm: clove}
+      - {algorithm: clove, options: {sqrt_losses: true}}
+    options:                          # per algorithm: its own options (validated by its Options)
+      clove: {stable_rounds: 3}
+    folder: "{partition}/seed{seed}/{algorithm}"  # run folder per point (default: swept values + key)
+
+At least one of grid, zip and cases is needed. The fields of base, grid, zip and cases are the
+experiment config's declared settings (`cfl_core/settings.py`): each value goes through its
+setting's coercer and allowed values, so an error names the field (`grid.partition[2]`) and what is
+allowed. Grid keys may also be `options.NAME` or `shift_options.NAME` (one algorithm or shift
+option swept; it applies to the points whose algorithm declares it). Options in `base.options`
+reach every algorithm that declares them, as `compare --option` does. `models` left empty is the
+true cluster count for the algorithms that need K-hat (as in `compare`).
+
+Points are the product of the axes in the spec's order (each grid field, each zip group and the
+cases are one axis each; the first varies slowest). Each point's config is checked whole
+(`ExperimentConfig.validate`): combinations that cannot work are reported per point before
+anything runs. Points with the same full config are one point. Its key
+is a hash of the point's canonical config (every field, and every option of its algorithm and
+shift with defaults filled in), so the same run has the same key in any sweep.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..compare import with_default_models
+from ..config import ExperimentConfig
+from ..errors import ConfigError
+from ..settings import parse, settings_of
+
+SPEC_KEYS = ("name", "description", "base", "grid", "zip", "cases", "options", "folder")
+OPTION_PREFIXES = ("options.", "shift_options.")
+KEY_LENGTH = 16
+DEFAULT_MAX_POINTS = 1000
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
+_PART_BAD = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+# -- reading ------------------------------------------------------------------------------------------
+def read_spec_file(path: str | Path) -> dict:
+    """The spec object in a .json, .yaml or .yml file (ConfigError naming `spec` when unreadable)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        raise ConfigError("spec", str(path), "the path of a readable sweep spec (.json, .yaml or .yml)") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:  # pragma: no cover - PyYAML is in requirements.txt
+            raise ConfigError("spec", str(path), "a JSON spec (PyYAML is not installed for YAML)") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            raise ConfigError("spec", str(path), f"valid YAML ({getattr(exc, 'problem', exc)}{where})") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError("spec", str(path), f"valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ConfigError("spec", str(path), "an object with keys among " + ", ".join(SPEC_KEYS))
+    data.setdefault("name", path.stem)
+    return data
+
+
+# -- the parsed spec --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Point:
+    """One grid point: its config, the values of the swept fields, its key and its run folder."""
+
+    index: int
+    key: str
+    config: ExperimentConfig
+    values: dict[str, Any]
+    folder: str
+
+
+@dataclass(frozen=True)
+class InvalidPoint:
+    index: int
+    values: dict[str, Any]
+    error: str
+
+
+@dataclass
+class Expansion:
+    points: list[Point]
+    invalid: list[InvalidPoint]
+    duplicates: int  # combinations that gave a config another point already has
+
+    @property
+    def size(self) -> int:
+        return len(self.points) + len(self.invalid) + self.duplicates
+
+    def report(self, limit: int = 20) -> str:
+        """The invalid points, one line each (at most `limit`), and the count of valid points."""
+        lines = [f"point {p.index} ({describe_values(p.values)}): {p.error}" for p in self.invalid[:limit]]
+        if len(self.invalid) > limit:
+            lines.append(f"... and {len(self.invalid) - limit} more invalid points")
+        lines.append(f"{len(self.points)} of {self.size} points are valid"
+                     + (f" ({self.duplicates} duplicate combinations merged)" if self.duplicates else ""))
+        return "\n".join(lines)
+
+
+@dataclass
+class SweepSpec:
+    raw: dict  # the spec as given (written to sweep.json)
+    name: str
+    description: str
+    base: dict[str, Any]  # typed base values
+    axes: list[list[dict[str, Any]]]  # each axis: the partial configs it takes in turn
+    swept: list[str]  # swept names in order (config fields, or options.NAME / shift_options.NAME)
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)  # algorithm -> its fixed options
+    folder: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SweepSpec":
+        return _parse_spec(data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "SweepSpec":
+        return _parse_spec(read_spec_file(path))
+
+    @property
+    def combinations(self) -> int:
+        n = 1
+        for axis in self.axes:
+            n *= len(axis)
+        return n
+
+    def expand(self, max_points: int | None = DEFAULT_MAX_POINTS) -> Expansion:
+        """Every point, checked; ConfigError naming `max_points` when there are more combinations than it."""
+        if max_points is not None and self.combinations > max_points:
+            raise ConfigError("max_points", max_points,
+                              f"at least {self.combinations} points: this sweep has {self.combinations} "
+                              f"combinations, over the limit of {max_points} (raise it with --max-points)")
+        points, invalid, seen, duplicates = [], [], set(), 0
+        for index, combo in enumerate(itertools.product(*self.axes)):
+            values: dict[str, Any] = {}
+            for part in combo:
+                values.update(part)
+            try:
+                config = self._config(values)
+            except ConfigError as exc:
+                invalid.append(InvalidPoint(index, _applied(values, None), str(exc)))
+                continue
+            key = point_key(config)
+            if key in seen:
+                duplicates += 1
+                continue
+            seen.add(key)
+            shown = _applied(values, config)
+            points.append(Point(index, key, config, shown, ""))
+        points = [dataclasses.replace(p, folder=folder_name(self.folder, p)) for p in points]
+        _check_unique_folders(self.folder, points)
+        return Expansion(points, invalid, duplicates)
+
+    def _config(self, values: dict[str, Any]) -> ExperimentConfig:
+        from ..algorithms import ALGORITHMS
+        from ..dynamics import SHIFTS
+
+        plain = {k: v for k, v in values.items() if not k.startswith(OPTION_PREFIXES)}
+        merged = {**self.base, **plain}
+        algorithm = merged.get("algorithm", ExperimentConfig.algorithm)
+        shift = merged.get("shift", ExperimentConfig.shift)
+        algo_cls = ALGORITHMS[algorithm]
+        known = settings_of(algo_cls.Options)
+        # base options reach the algorithms that declare them; then the algorithm's own; then the swept ones
+        options = {k: v for k, v in self.base.get("options", {}).items() if k in known}
+        options.update(self.options.get(algorithm, {}))
+        options.update(plain.get("options", {}) if "options" in plain else {})
+        options.update({k[len("options."):]: v for k, v in values.items()
+                        if k.startswith("options.") and k[len("options."):] in known})
+        shift_cls = SHIFTS.get(shift)
+        shift_known = settings_of(shift_cls.Options) if shift_cls is not None else {}
+        shift_options = dict(merged.get("shift_options", {}))
+        shift_options.update({k[len("shift_options."):]: v for k, v in values.items()
+                              if k.startswith("shift_options.") and k[len("shift_options."):] in shift_known})
+        merged["options"] = _typed_given(algo_cls.parse_options(options), options)
+        if shift_cls is not None:
+            merged["shift_options"] = _typed_given(shift_cls.parse(shift_options), shift_options)
+        config = with_default_models(ExperimentConfig.from_dict(merged))
+        config.validate()
+        return config
+
+
+def _typed_given(parsed, given: dict) -> dict:
+    """The given option names with their typed values (defaults stay implicit, as the CLI writes them)."""
+    return {k: getattr(parsed, k) for k in given}
+
+
+def _applied(values: dict[str, Any], config: ExperimentConfig | None) -> dict[str, Any]:
+    """The swept values as the point uses them: an option its algorithm does not declare is None."""
+    out = {}
+    for k, v in values.items():
+        if config is not None and k.startswith("options."):
+            v = config.options.get(k[len("options."):])
+        elif config is not None and k.startswith("shift_options."):
+            v = config.shift_options.get(k[len("shift_options."):])
+        out[k] = v
+    return out
+
+
+# -- keys -----------------------------------------------------------------------------------------------------
+def canonical_config(config: ExperimentConfig) -> dict[str, Any]:
+    """Every field, with the algorithm's and the shift's options complete (defaults filled in)."""
+    from ..algorithms import ALGORITHMS
+    from ..dynamics import SHIFTS
+
+    data = config.to_dict()
+    data["options"] = dataclasses.asdict(ALGORITHMS[config.algorithm].parse_options(config.options))
+    shift_cls = SHIFTS.get(config.shift)
+    data["shift_options"] = dataclasses.asdict(shift_cls.parse(config.shift_options)) if shift_cls else {}
+    return data
+
+
+def point_key(config: ExperimentConfig) -> str:
+    """The stable key of a run: a hash of its canonical config (the same run, the same key, anywhere)."""
+    text = json.dumps(canonical_config(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:KEY_LENGTH]
+
+
+# -- folders ------------------------------------------------------------------------------------------------------
+def value_text(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={value_text(v)}" for k, v in sorted(value.items())) or "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def describe_values(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={value_text(v)}" for k, v in values.items())
+
+
+def _part(text: str) -> str:
+    out = _PART_BAD.sub("-", text).strip("-.")
+    return out[:100] or "x"
+
+
+def folder_name(template: str | None, point: Point) -> str:
+    """The run folder of a point, relative to the sweep folder ('/' nests)."""
+    if template is None:
+        parts = []
+        for name, value in point.values.items():
+            short = name.split(".")[-1]
+            text = value_text(value)
+            parts.append(text if isinstance(value, str) else f"{short}{text}")
+        return _part("_".join(parts + [point.key[:8]]))
+    fields = {**canonical_config(point.config), "key": point.key}
+
+    def fill(match):
+        name = match.group(1)
+        if name.startswith("options.") or name.startswith("shift_options."):
+            head, _, tail = name.partition(".")
+            return value_text(fields[head].get(tail))
+        return value_text(fields[name])
+
+    return "/".join(_part(fill_part) for fill_part in (_PLACEHOLDER.sub(fill, p) for p in template.split("/")))
+
+
+def _check_template(template) -> None:
+    if not isinstance(template, str) or not template.strip("/"):
+        raise ConfigError("folder", template, "a text such as \"{partition}/seed{seed}/{algorithm}\"")
+    declared = settings_of(ExperimentConfig)
+    for name in _PLACEHOLDER.findall(template):
+        head = name.split(".")[0]
+        if name != "key" and (head not in declared or ("." in name and head not in ("options", "shift_options"))):
+            raise ConfigError("folder", template, f"placeholders among {{key}}, the config fields "
+                                                  f"({', '.join(declared)}) and {{options.NAME}}")
+    if any(part in ("", ".", "..") for part in template.split("/")):
+        raise ConfigError("folder", template, "a relative path without empty, '.' or '..' parts")
+
+
+def _check_unique_folders(template, points: list[Point]) -> None:
+    taken: dict[str, Point] = {}
+    for p in points:
+        other = taken.get(p.folder)
+        if other is not None:
+            raise ConfigError("folder", template, f"a template that gives every point its own folder: points "
+                                                  f"{other.index} and {p.index} both get {p.folder!r} "
+                                                  f"(add a swept field or {{key}})")
+        taken[p.folder] = p
+    nested = [f for f in taken if any(f.startswith(g + "/") for g in taken)]
+    if nested:
+        raise ConfigError("folder", template, f"run folders that do not hold each other ({nested[0]!r})")
+
+
+# -- parsing --------------------------------------------------------------------------------------------------
+def _typed(name: str, value, where: str):
+    """A config field's value through its declared setting (type and allowed values); error names `where`."""
+    declared = settings_of(ExperimentConfig)
+    if name not in declared:
+        raise ConfigError(where, value, "a field of the experiment config (" + ", ".join(declared) + ")")
+    s = declared[name]
+    out = s.coerce(value, name=where)
+    s.check(out, name=where)
+    return out
+
+
+def _option_setting(name: str, where: str, algorithms: set[str], shifts: set[str]):
+    """The declared setting of a swept `options.NAME` / `shift_options.NAME` (by an algorithm or shift of the sweep)."""
+    from ..algorithms import ALGORITHMS
+    from ..dynamics import SHIFTS
+
+    head, _, option = name.partition(".")
+    owners = ([(a, ALGORITHMS[a].Options) for a in sorted(algorithms)] if head == "options" else
+              [(s, SHIFTS[s].Options) for s in sorted(shifts) if SHIFTS.get(s) is not None])
+    for _, options_cls in owners:
+        if option in settings_of(options_cls):
+            return settings_of(options_cls)[option]
+    names = sorted({o for _, cls in owners for o in settings_of(cls)})
+    whose = "the sweep's algorithms" if head == "options" else "the sweep's shifts"
+    raise ConfigError(where, name, f"an option of {whose} ({', '.join(names) or 'none'})")
+
+
+def _list(value, where: str) -> list:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(where, value, "a non-empty list of values")
+    return value
+
+
+def _parse_spec(data: dict) -> SweepSpec:
+    from ..algorithms import ALGORITHMS
+
+    if not isinstance(data, dict):
+        raise ConfigError("spec", data, "an object with keys among " + ", ".join(SPEC_KEYS))
+    for key in data:
+        if key not in SPEC_KEYS:
+            raise ConfigError(key, data[key], "a key of a sweep spec (" + ", ".join(SPEC_KEYS) + ")")
+    spec_name = data.get("name") or "sweep"
+    if not isinstance(spec_name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,80}", spec_name):
+        raise ConfigError("name", spec_name, "letters, digits, '-', '_' and '.' (a folder name)")
+    description = data.get("description") or ""
+    if not isinstance(description, str):
+        raise ConfigError("description", description, "a text")
+
+    raw_base = data.get("base") or {}
+    if not isinstance(raw_base, dict):
+        raise ConfigError("base", raw_base, "an object of experiment config fields")
+    base = {k: _typed(k, v, f"base.{k}") for k, v in raw_base.items()}
+
+    # the raw axes first (values typed below, once the sweep's algorithms are known)
+    raw_axes: list[tuple[str, list[dict]]] = []  # (where, [partial configs with untyped values])
+    grid = data.get("grid") or {}
+    for section in [k for k in data if k in ("grid", "zip", "cases")]:  # the axes in the spec's order
+        raw_axes.extend(_raw_axes(section, data[section]))
+    if not raw_axes:
+        raise ConfigError("grid", grid or None, "at least one swept field (in grid, zip or cases)")
+
+    # each name swept by one axis only
+    owner: dict[str, str] = {}
+    for where, axis in raw_axes:
+        for name in dict.fromkeys(k for part in axis for k in part):
+            if name in owner and owner[name] != where:
+                raise ConfigError(f"{where}.{name}" if where == "cases" else where, name,
+                                  f"a field swept in one place only ({name} is also in {owner[name]})")
+            owner[name] = where
+
+    # the sweep's algorithms and shifts, for the option names
+    def typed_or_default(name, value, where):
+        return _typed(name, value, where) if name in settings_of(ExperimentConfig) else value
+
+    def always_swept(name):  # then the base value (or the default) is used by no point
+        return any(all(name in part for part in axis) for _, axis in raw_axes)
+
+    algorithms = set() if always_swept("algorithm") else {base.get("algorithm", ExperimentConfig.algorithm)}
+    shifts = set() if always_swept("shift") else {base.get("shift", ExperimentConfig.shift)}
+    for where, axis in raw_axes:
+        for i, part in enumerate(axis):
+            if "algorithm" in part:
+                algorithms.add(typed_or_default("algorithm", part["algorithm"], _where(where, "algorithm", i)))
+            if "shift" in part:
+                shifts.add(typed_or_default("shift", part["shift"], _where(where, "shift", i)))
+
+    # typed axes
+    axes: list[list[dict]] = []
+    for where, axis in raw_axes:
+        typed_axis = []
+        for i, part in enumerate(axis):
+            typed_part = {}
+            for name, value in part.items():
+                at = _where(where, name, i)
+                if name.startswith(OPTION_PREFIXES):
+                    s = _option_setting(name, at, algorithms, shifts)
+                    typed_part[name] = s.coerce(value, name=at)
+                    s.check(typed_part[name], name=at)
+                else:
+                    typed_part[name] = _typed(name, value, at)
+            typed_axis.append(typed_part)
+        if where.startswith("grid."):
+            seen = [json.dumps(p, sort_keys=True, default=str) for p in typed_axis]
+            if len(set(seen)) != len(seen):
+                raise ConfigError(where, [next(iter(p.values())) for p in typed_axis], "a list without repeats")
+        axes.append(typed_axis)
+
+    # base options: each must reach at least one of the sweep's algorithms
+    for option in base.get("options", {}):
+        if not any(option in settings_of(ALGORITHMS[a].Options) for a in algorithms):
+            names = sorted({o for a in algorithms for o in settings_of(ALGORITHMS[a].Options)})
+            raise ConfigError(f"base.options.{option}", base["options"][option],
+                              f"an option of the sweep's algorithms ({', '.join(names) or 'none'})")
+
+    # per-algorithm options, through each algorithm's declared Options
+    per_algo = data.get("options") or {}
+    if not isinstance(per_algo, dict):
+        raise ConfigError("options", per_algo, "an object of algorithm: {option: value}")
+    options = {}
+    for algo, raw in per_algo.items():
+        if algo not in ALGORITHMS:
+            raise ConfigError(f"options.{algo}", raw, "options keyed by an algorithm (" + ", ".join(ALGORITHMS) + ")")
+        parsed = parse(ALGORITHMS[algo].Options, raw, prefix=f"options.{algo}.",
+                       what="an option of this algorithm", owner=algo)
+        options[algo] = _typed_given(parsed, raw or {})
+
+    template = data.get("folder")
+    if template is not None:
+        _check_template(template)
+    swept = list(dict.fromkeys(k for axis in axes for part in axis for k in part))
+    return SweepSpec(raw=data, name=spec_name, description=description, base=base, axes=axes, swept=swept,
+                     options=options, folder=template)
+
+
+def _where(axis: str, name: str, i: int) -> str:
+    if axis.startswith("grid."):
+        return f"{axis}[{i}]"
+    if axis == "cases":
+        return f"cases[{i}].{name}"
+    return f"{axis}.{name}[{i}]"
+
+
+def _raw_axes(section: str, value) -> list[tuple[str, list[dict]]]:
+    """The axes of one of grid, zip and cases: (where, the partial configs it takes in turn) each."""
+    out = []
+    if section == "grid":
+        if not isinstance(value, dict):
+            raise ConfigError("grid", value, "an object of field: [values]")
+        for name, values in value.items():
+            values = _list(values, f"grid.{name}")
+            out.append((f"grid.{name}", [{name: v} for v in values]))
+    elif section == "zip":
+        if not isinstance(value, list):
+            raise ConfigError("zip", value, "a list of groups, each an object of field: [values] of one length")
+        for g, group in enumerate(value):
+            if not isinstance(group, dict) or not group:
+                raise ConfigError(f"zip[{g}]", group, "an object of field: [values], all lists of one length")
+            lists = {name: _list(values, f"zip[{g}].{name}") for name, values in group.items()}
+            first = next(iter(lists))
+            for name, values in lists.items():
+                if len(values) != len(lists[first]):
+                    raise ConfigError(f"zip[{g}].{name}", values,
+                                      f"a list of {len(lists[first])} values, as long as zip[{g}].{first}")
+            out.append((f"zip[{g}]", [{n: lists[n][i] for n in lists} for i in range(len(lists[first]))]))
+    else:
+        if not isinstance(value, list):
+            raise ConfigError("cases", value, "a list of objects of config fields")
+        for c, case in enumerate(value):
+            if not isinstance(case, dict) or not case:
+                raise ConfigError(f"cases[{c}]", case, "a non-empty object of config fields")
+        if value:
+            out.append(("cases", [dict(case) for case in value]))
+    return out

@@ -1,0 +1,175 @@
+"""A sweep's tables: results.csv (a row per run) and summary.md (mean ± std over seeds per cell).
+
+A cell is a combination of the swept fields other than `seed`; the summary has today's seed-table
+columns: final accuracy (%), final test loss, final ARI, how many seeds end with ARI = 1, and the
+median first round with ARI >= 0.9 over the seeds that reach it. Only finished runs enter the
+means; a cell with failed or missing runs says so under the table.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from typing import Any, Iterable
+
+from .spec import value_text
+
+SEED = "seed"
+MEASURES = ["final_accuracy", "best_accuracy", "final_loss", "final_ari", "first_round_ari_0_9", "mb_sent",
+            "seconds"]
+SUMMARY_HEADER = ["final accuracy (%)", "final test loss", "final ARI", "ARI = 1",
+                  "first round with ARI>=0.9 (median, rounds count from 0)"]
+
+
+def mean_std(values: Iterable[float | None], scale: float = 1.0, digits: int = 2) -> str:
+    """'m ± s' over the values given (None left out); one value alone; '-' for none."""
+    values = [v * scale for v in values if v is not None]
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def perfect(summary: dict) -> bool:
+    """Final ARI = 1: the clustering ends exactly right."""
+    ari = summary.get("final_ari")
+    return ari is not None and ari > 1 - 1e-9
+
+
+def first_round_text(summaries: list[dict]) -> str:
+    firsts = [s["first_round_ari_0_9"] for s in summaries if s.get("first_round_ari_0_9") is not None]
+    if not firsts:
+        return "never"
+    return f"{statistics.median(firsts):g} ({len(firsts)}/{len(summaries)} reach it)"
+
+
+def row_of(point, marker: dict | None, summary: dict | None) -> dict[str, Any]:
+    s = summary or {}
+    total = s.get("total_bytes")
+    return {
+        "key": point.key, "folder": point.folder, "status": (marker or {}).get("status", "missing"),
+        **{name: value_text(v) if isinstance(v, (dict, bool)) or v is None else v for name, v in point.values.items()},
+        "final_accuracy": s.get("final_accuracy"), "best_accuracy": s.get("best_accuracy"),
+        "final_loss": s.get("final_loss"), "final_ari": s.get("final_ari"),
+        "first_round_ari_0_9": s.get("first_round_ari_0_9"),
+        "mb_sent": round(total / 1e6, 4) if total is not None else None,
+        "seconds": round(s["total_seconds"], 3) if s.get("total_seconds") is not None else None,
+        "error": (marker or {}).get("error"),
+    }
+
+
+def results_csv(swept: list[str], rows: list[dict]) -> str:
+    columns = ["key", "folder", "status", *swept, *MEASURES, "error"]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
+    return buf.getvalue()
+
+
+def algorithm_label(config) -> str:
+    """The algorithm and the options it was given, e.g. 'clove, sqrt_losses=true'."""
+    given = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(config.options.items()))
+    return config.algorithm + (f", {given}" if given else "")
+
+
+def cell_columns(swept: list[str]) -> list[str]:
+    """partition first (as the seed tables), the other swept fields, the algorithm (with its options) last."""
+    others = [n for n in swept if n not in (SEED, "partition", "algorithm", "options") and not n.startswith("options.")]
+    return ["partition", *others, "algorithm"]
+
+
+def _cell_value(point, column: str) -> str:
+    if column == "algorithm":
+        return algorithm_label(point.config)
+    if column in point.values:
+        return value_text(point.values[column])
+    return value_text(getattr(point.config, column))
+
+
+def summary_table(swept: list[str], points: list, summaries: dict[str, dict | None],
+                  statuses: dict[str, str]) -> tuple[str, list[str]]:
+    """(the markdown table, notes on cells with runs not finished), cells in the points' order."""
+    columns = cell_columns(swept)
+    cells: dict[tuple, list] = {}
+    for p in points:
+        cells.setdefault(tuple(_cell_value(p, c) for c in columns), []).append(p)
+    lines = ["| " + " | ".join(columns + SUMMARY_HEADER) + " |", "|" + "---|" * (len(columns) + len(SUMMARY_HEADER))]
+    notes = []
+    for cell, members in cells.items():
+        done = [summaries[p.key] for p in members if statuses.get(p.key) == "finished" and summaries.get(p.key)]
+        missing = len(members) - len(done)
+        if missing:
+            notes.append(f"{', '.join(cell)}: {missing} of {len(members)} runs not finished "
+                         f"({', '.join(sorted({statuses.get(p.key, 'missing') for p in members} - {'finished'}))})")
+        lines.append("| " + " | ".join([
+            *cell,
+            mean_std([s.get("final_accuracy") for s in done], 100),
+            mean_std([s.get("final_loss") for s in done], 1, digits=4),
+            mean_std([s.get("final_ari") for s in done], 1),
+            f"{sum(perfect(s) for s in done)}/{len(done)}",
+            first_round_text(done),
+        ]) + " |")
+    return "\n".join(lines) + "\n", notes
+
+
+def summary_markdown(name: str, description: str, command: str, table: str, notes: list[str],
+                     counts: dict[str, int]) -> str:
+    head = [f"# Sweep {name}", ""]
+    if description:
+        head += [description, ""]
+    head += ["    " + command, "",
+             f"{counts.get('points', 0)} points: {counts.get('finished', 0)} finished, {counts.get('failed', 0)} failed, "
+             f"{counts.get('missing', 0)} not run yet. Mean ± std over seeds; only finished runs count.", ""]
+    tail = ["", *[f"- {n}" for n in notes]] if notes else []
+    return "\n".join(head) + table + ("\n".join(tail) + "\n" if tail else "")
+
+
+# -- the grid view (the dashboard's Sweeps page): results.csv rows grouped by chosen fields ---------------------------
+GRID_MEASURES = {
+    "final_ari": "mean final ARI",
+    "success": "success rate (share of seeds with final ARI = 1)",
+    "final_accuracy": "mean final accuracy",
+    "first_round_ari_0_9": "rounds to ARI >= 0.9 (mean over the seeds that reach it)",
+}
+_NUMBERS = ("final_accuracy", "best_accuracy", "final_loss", "final_ari", "first_round_ari_0_9", "mb_sent", "seconds")
+
+
+def read_results(text: str) -> list[dict[str, Any]]:
+    """results.csv's rows with its measures as numbers (None where empty)."""
+    rows = []
+    for row in csv.DictReader(io.StringIO(text)):
+        for name in _NUMBERS:
+            value = row.get(name)
+            row[name] = float(value) if value not in (None, "") else None
+        rows.append(row)
+    return rows
+
+
+def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def grid_cells(rows: list[dict[str, Any]], by: list[str]) -> list[dict[str, Any]]:
+    """One entry per combination of the `by` fields (in first-seen order): every grid measure's mean and std
+    over the cell's finished runs, the runs in it and how many finished."""
+    cells: dict[tuple, list[dict]] = {}
+    for row in rows:
+        cells.setdefault(tuple(row.get(b, "") for b in by), []).append(row)
+    out = []
+    for values, members in cells.items():
+        done = [r for r in members if r.get("status") == "finished"]
+        entry: dict[str, Any] = dict(zip(by, values))
+        entry.update(runs=len(members), finished=len(done), folders=[r["folder"] for r in members])
+        for measure in GRID_MEASURES:
+            if measure == "success":
+                series = [1.0 if (r["final_ari"] is not None and r["final_ari"] > 1 - 1e-9) else 0.0 for r in done]
+            else:
+                series = [r[measure] for r in done if r.get(measure) is not None]
+            entry[measure], entry[f"{measure}_std"] = _mean_sd(series)
+        out.append(entry)
+    return out

@@ -1,0 +1,89 @@
+"""One sweep run, as a worker (a pool process, a Ray task or the driver itself) does it.
+
+`run_point(task)` takes a plain dict (the point's key, its config as JSON values and the torch
+thread count), runs the experiment without writing anything, and returns a plain dict: the
+config, partition, meta and summary as the run folder holds them, every round as its
+`rounds.jsonl` line, and the status (a failure is returned with its error, never raised).
+Only JSON-able values travel in either direction, so the worker needs no shared file system.
+
+Records depend on torch's thread count (a reduction split over threads adds in another
+order), so every run sets it: the same point gives the same records in any executor only
+with the same `threads` (the sweep's --cpus-per-run, 1 by default).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+import traceback
+from collections import OrderedDict
+
+_SETUPS: OrderedDict = OrderedDict()  # this worker's last set-ups: runs with equal data_key() share one
+_KEEP_SETUPS = 2
+
+
+def _setup(config):
+    from ..experiment import Setup
+
+    key = (config.data_key(), config.device)
+    setup = _SETUPS.get(key)
+    if setup is None:
+        setup = Setup.build(config)
+        _SETUPS[key] = setup
+        while len(_SETUPS) > _KEEP_SETUPS:
+            _SETUPS.popitem(last=False)
+    else:
+        _SETUPS.move_to_end(key)
+    return setup
+
+
+def pin_threads(threads: int) -> None:
+    """torch (and the BLAS under it) use exactly `threads` threads in this process."""
+    import torch
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+def init_worker(threads: int) -> None:
+    """A pool worker's initializer: pin the threads before the first run imports anything heavy."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    pin_threads(threads)
+
+
+def run_point(task: dict) -> dict:
+    """Run one point; never raises for a failing run (its error comes back in the result)."""
+    from ..config import ExperimentConfig
+    from ..experiment import Experiment
+    from ..records import FAILED, FINISHED, summarize
+
+    threads = int(task.get("threads", 1))
+    started = time.time()
+    clock = time.perf_counter()
+    out = {"key": task["key"], "status": FAILED, "error": None, "traceback": None, "config": task["config"],
+           "partition": None, "meta": None, "records": [], "summary": None, "threads": threads,
+           "host": socket.gethostname(), "pid": os.getpid(), "started_at": started}
+    exp = None
+    try:
+        pin_threads(threads)
+        config = ExperimentConfig.from_dict(task["config"])
+        setup = _setup(config)
+        exp = Experiment(config, setup=setup)
+        out["partition"] = setup.partition.to_json()
+        out["meta"] = {**exp.meta(), "torch_threads": threads}
+        for record in exp:
+            out["records"].append(record.to_json())
+        out["summary"] = exp.close()
+        out["status"] = FINISHED
+    except Exception as exc:  # the run failed: say why, keep what it did
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        out["traceback"] = traceback.format_exc(limit=20)
+        records = exp.records if exp is not None else []
+        out["summary"] = summarize(task["config"].get("algorithm", "?"), records, FAILED)
+    out["wall_seconds"] = time.perf_counter() - clock
+    out["python"] = platform.python_version()
+    return out

@@ -1,0 +1,152 @@
+"""Sweeps: every sweep folder (command line or dashboard) with its progress, a grid view of its results, and a
+small form that starts one from the Playground's config."""
+import time
+
+import pandas as pd
+import streamlit as st
+
+from cfl_core.errors import ConfigError
+from cfl_core.sweep import SweepSpec
+from cfl_core.sweep.folder import RESULTS_FILE, SWEEP_FILE
+from cfl_core.sweep.status import RUNNING, list_sweeps, sweep_status
+from cfl_core.sweep.tables import GRID_MEASURES, grid_cells, read_results
+from cfl_ui import session as S
+from cfl_ui import sweeps_view as V
+from cfl_ui.charts import chart
+from cfl_ui.controls import default_config
+from cfl_ui.paths import runs_dir, slug
+from cfl_ui.theme import page_header
+
+P = "sweeps"
+SEL_KEY = f"{P}.selected"
+REFRESH_S = 2.0
+
+page_header("Sweeps",
+            "Grids of runs — from `python -m cfl_core sweep` or started here — with their progress, a heatmap of any "
+            "measure over two swept fields, and every run one click from the Playground.")
+root = runs_dir()
+
+
+def _duration(seconds) -> str:
+    if seconds is None:
+        return ""
+    return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def _listing():
+    statuses = list_sweeps(root)
+    rows = [{"sweep": str(s.folder.relative_to(root)), "state": s.state, "done": f"{s.finished}/{s.points}",
+             "failed": s.failed, "running": s.running, "ETA": _duration(s.eta_seconds)} for s in statuses]
+    return statuses, rows
+
+
+statuses, rows = _listing()
+with st.expander("Start a sweep", icon=":material/add:", expanded=not rows):
+    base = S.shared_config() or default_config()
+    st.caption("Base: the Playground's current config — " + ", ".join(
+        f"{k} {base.get(k)}" for k in ("dataset", "partition", "algorithm", "rounds")) + ". Choose fields and "
+        "their values (comma-separated); every combination runs.")
+    fields = st.multiselect("Fields to vary", V.sweepable_fields(), default=["seed"], key=f"{P}.fields")
+    grid_text = {}
+    for name in fields:
+        grid_text[name] = st.text_input(f"{name} values", key=f"{P}.values.{name}",
+                                        value="0, 1, 2" if name == "seed" else str(base.get(name, "")))
+    name = st.text_input("Name", value=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}", key=f"{P}.name")
+    problem = None
+    spec = points = None
+    try:
+        spec = V.form_spec(slug(name), base, grid_text)
+        expansion = SweepSpec.from_dict(spec).expand(max_points=V.MAX_PAGE_POINTS)
+        points = expansion.points
+        if expansion.invalid:
+            problem = expansion.report(limit=5)
+        elif (root / "sweeps" / slug(name) / SWEEP_FILE).exists():
+            problem = f"A sweep named {slug(name)} exists: choose another name."
+    except ConfigError as exc:
+        problem = str(exc)
+    if points is not None and not problem:
+        workers = V.default_workers()
+        st.markdown(f"**{len(points)} points**, {V.time_estimate([p.config for p in points], workers)}.")
+    elif problem:
+        st.error(problem, icon=":material/error:")
+    if st.button("Start sweep", type="primary", disabled=bool(problem) or not points, key=f"{P}.start"):
+        folder = root / "sweeps" / slug(name)
+        V.start_sweep(spec, folder)
+        st.session_state[SEL_KEY] = str(folder.relative_to(root))
+        st.toast(f"Sweep {slug(name)} started ({len(points)} runs).")
+        time.sleep(0.5)
+        statuses, rows = _listing()
+
+if not rows:
+    st.info("No sweeps yet. Start one above, or from a terminal: "
+            "`python -m cfl_core sweep sweeps/digits-same-init.yaml --out runs/sweeps/digits-same-init`.",
+            icon=":material/grid_on:")
+    st.stop()
+
+
+@st.fragment(run_every=REFRESH_S if any(s.state == RUNNING for s in statuses) else None)
+def progress_panel():
+    for s in list_sweeps(root):
+        if s.state == RUNNING:
+            st.progress((s.finished + s.failed) / max(1, s.points),
+                        text=f"{s.folder.relative_to(root)}: {s.finished} done, {s.running} running, {s.failed} "
+                             f"failed of {s.points}" + (f", about {_duration(s.eta_seconds)} left" if s.eta_seconds
+                                                       else ""))
+
+
+progress_panel()
+table = st.dataframe(pd.DataFrame(rows), key=f"{P}.table", on_select="rerun", selection_mode="single-row",
+                     hide_index=True, width="stretch")
+picked = table.selection.rows if table is not None and hasattr(table, "selection") else []
+if picked:
+    st.session_state[SEL_KEY] = rows[picked[0]]["sweep"]
+chosen = st.session_state.get(SEL_KEY) or rows[0]["sweep"]
+if chosen not in {r["sweep"] for r in rows}:
+    chosen = rows[0]["sweep"]
+folder = root / chosen
+status = sweep_status(folder)
+st.divider()
+st.markdown(f"### {status.name}  \n`{chosen}` — {status.state}, {status.finished} of {status.points} finished"
+            + (f", {status.failed} failed" if status.failed else ""))
+if status.command:
+    st.code(status.command, language="bash")
+results = folder / RESULTS_FILE
+if not results.exists():
+    st.info("No results yet: the table appears when the sweep's first runs are in.", icon=":material/hourglass_top:")
+    st.stop()
+text = results.read_text(encoding="utf-8")
+st.download_button("results.csv", text, file_name=f"{status.name}-results.csv", mime="text/csv",
+                   icon=":material/download:", key=f"{P}.csv")
+data = read_results(text)
+fields = [f for f in status.swept if f != "seed"] or ["algorithm"]
+c1, c2, c3 = st.columns(3)
+row_field = c1.selectbox("Rows", fields, key=f"{P}.row")
+col_choices = ["(none)"] + [f for f in fields if f != row_field]
+col_field = c2.selectbox("Columns", col_choices, index=1 if len(col_choices) > 1 else 0, key=f"{P}.col")
+col_field = None if col_field == "(none)" else col_field
+measure = c3.selectbox("Measure", list(GRID_MEASURES), format_func=GRID_MEASURES.get, key=f"{P}.measure")
+by = [row_field] + ([col_field] if col_field else [])
+cells = grid_cells(data, by)
+stamp = results.stat().st_mtime_ns
+chart(lambda: V.heatmap_figure(cells, row_field, col_field, measure), f"{P}.heatmap",
+      cache=("sweep-heatmap", str(folder), stamp, row_field, col_field, measure),
+      title=f"**{GRID_MEASURES[measure]}** by {' and '.join(by)} (over seeds)",
+      caption="Each cell: the measure over its seeds' finished runs (mean ± std), and finished/all runs. "
+              "Success = the share of seeds whose final clustering is exactly right (ARI = 1).")
+st.markdown("**Mean ± std per cell** — select a row to list its runs")
+cell_table = st.dataframe(pd.DataFrame(V.cell_rows(cells, by)), key=f"{P}.cells", on_select="rerun",
+                          selection_mode="single-row", hide_index=True, width="stretch")
+picked_cell = cell_table.selection.rows if cell_table is not None and hasattr(cell_table, "selection") else []
+if picked_cell:
+    cell = cells[picked_cell[0]]
+    st.markdown("Runs of " + ", ".join(f"{b} = {cell[b]}" for b in by))
+    by_folder = {r["folder"]: r for r in data}
+    for run_folder in cell["folders"]:
+        r = by_folder[run_folder]
+        ref = f"{chosen}/{run_folder}"
+        a, b = st.columns([3, 1])
+        acc = f"{100 * r['final_accuracy']:.1f}%" if r["final_accuracy"] is not None else "-"
+        ari = f"{r['final_ari']:.2f}" if r["final_ari"] is not None else "-"
+        a.markdown(f"`{run_folder}` — {r['status']}, accuracy {acc}, ARI {ari}")
+        b.page_link("pages/playground.py", label="Open in Playground", icon=":material/science:",
+                    query_params={"run": ref})
