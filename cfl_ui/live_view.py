@@ -6,6 +6,10 @@ render: the status bar and `render_units`, one run or two side by side.
 """
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
+
 import streamlit as st
 
 from . import run_charts as R
@@ -25,6 +29,31 @@ STATUS_BADGE = {QUEUED: ":orange-badge[:material/hourglass_top: queued]",
                 DAMAGED: ":orange-badge[:material/broken_image: damaged]",
                 INTERRUPTED: ":orange-badge[:material/warning: interrupted]",
                 ELSEWHERE: ":blue-badge[:material/autorenew: running elsewhere]"}
+
+
+# What every session draws of a running unit: its records up to the count first seen in the current poll interval
+# (unit -> (when, count)). Sessions poll at their own moments; a job making several rounds a second would otherwise
+# give each session's every poll a round count of its own, so the figures cached per round count (cfl_ui.charts)
+# would be rebuilt by every session at every poll: with five sessions watching two jobs, building plotly figures
+# in the page threads was most of the server's time. Drawn this way, a unit's figures are built at most once per
+# interval, however many sessions watch it (and a session's view is at most one interval behind the records).
+_FRAMES: dict[tuple, tuple[float, int]] = {}
+_FRAMES_LOCK = threading.Lock()
+
+
+def steady(unit, *, every: float = POLL_SECONDS, now: float | None = None):
+    """The running unit as every session draws it in this poll interval (its records cut to the interval's count)."""
+    now = time.monotonic() if now is None else now
+    have = len(unit.records)
+    key = (unit.ref, unit.folder)
+    with _FRAMES_LOCK:
+        since, count = _FRAMES.get(key, (float("-inf"), have))
+        if now - since >= every or count > have:
+            _FRAMES[key] = since, count = now, have
+            if len(_FRAMES) > 512:  # forget units nobody drew lately
+                for k in [k for k, (t, _) in _FRAMES.items() if now - t > 60 * every]:
+                    del _FRAMES[k]
+    return unit if count == have else dataclasses.replace(unit, records=unit.records[:count])
 
 
 def _setting(cfg: dict) -> str:
@@ -171,6 +200,7 @@ def live_view(ref: str, unit_name: str | None, key: str, *, initial_status: str,
         units = [snap.unit(unit_name)] if unit_name else list(snap.units)
         units = [u for u in units if u is not None]
         status_bar(snap, units)
-        render_units(snap, units, key, live=snap.live, exports=exports)
+        drawn = [steady(u) if u.status == RUNNING else u for u in units]
+        render_units(snap, drawn, key, live=snap.live, exports=exports)
 
     live_fragment(ref, render, initial_status=initial_status)
