@@ -18,19 +18,12 @@ from cfl_ui import manager as M
 from cfl_ui import snapshots as S
 from cfl_ui.store import delete_job, list_rows, load_job
 from tests.helpers import shown
+from tests.test_ui_pages import runs  # noqa: F401  (the fixture: a fresh runs folder for the dashboard)
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SMALL = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 30, "rounds": 3, "local_epochs": 1}
 TINY = ExperimentConfig(algorithm="fedavg", device="cpu", **SMALL)
 EVIL = "[Click here to log in again](http://localhost:1/evil) ![i](http://localhost:1/evil.png)"
-
-
-@pytest.fixture
-def runs(tmp_path, monkeypatch):
-    root = tmp_path / "runs"
-    monkeypatch.setenv("CFL_RUNS_DIR", str(root))
-    monkeypatch.setenv("CFL_UI_WARMUP", "0")
-    return root
 
 
 def app(page: str | None = None, query: dict | None = None) -> AppTest:
