@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BLOBS = dict(dataset="synthetic-blobs", partition="label-skew-1", clusters=5, clients_per_cluster=400,
              samples_per_client=5, rounds=3, device="cpu")
 MEASURE = """
-import json, resource, sys
+import json, sys
 import torch
 torch.set_num_threads(1)
 from cfl_core.config import ExperimentConfig
@@ -26,11 +26,18 @@ from cfl_core.experiment import Experiment
 cfg = ExperimentConfig.from_dict(json.loads(sys.argv[1]))
 load_dataset(cfg.dataset, seed=cfg.seed)  # the data set's own cache, loaded once per process, is not the run's
 Experiment(cfg.replace(clusters=2, clients_per_cluster=2, rounds=1, algorithm="fedavg", models=None)).run()
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def status(field):
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(field + ":"))
+# the peak from here on: reset the high-water mark to the resident size now (an earlier peak, or library pages the
+# kernel took back under memory pressure, would otherwise hide the run's own peak)
+with open("/proc/self/clear_refs", "w") as fh:
+    fh.write("5")
+base = status("VmRSS")
 exp = Experiment(cfg)
 for _ in range(cfg.rounds):
     exp.step()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
+print(status("VmHWM") - base)
 """
 
 
