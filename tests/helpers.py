@@ -9,7 +9,7 @@ from cfl_core.engine.federation import Federation
 
 
 def random_federation(clients: int, shape, classes: int, seed: int = 0, sizes=(20, 60),
-                      task: str = "classification") -> Federation:
+                      task: str = "classification", device: str = "cpu") -> Federation:
     gen = torch.Generator().manual_seed(seed)
     out = []
     for i in range(clients):
@@ -17,7 +17,7 @@ def random_federation(clients: int, shape, classes: int, seed: int = 0, sizes=(2
         x = torch.rand(n, *shape, generator=gen)
         y = torch.randint(0, classes, (n,), generator=gen) if task == "classification" else torch.randn(n, generator=gen)
         out.append(SimpleNamespace(x_train=x, y_train=y, x_test=x[:8], y_test=y[:8], cluster=i % 3))
-    return Federation.from_clients(out, task, classes, torch.device("cpu"))
+    return Federation.from_clients(out, task, classes, torch.device(device))
 
 
 def shown(text: str) -> str:
