@@ -3,6 +3,7 @@ import streamlit as st
 
 from cfl_ui import runs_view as R
 from cfl_ui import session as S
+from cfl_ui.literal import code, md
 from cfl_ui.live_view import live_view
 from cfl_ui.paths import parse_ref, runs_dir
 from cfl_ui.theme import page_header
@@ -15,13 +16,16 @@ page_header("Runs",
             "Playground's charts, exports, and delete.")
 
 manager = S.manager()
-rows, hidden = S.visible_runs()
-
 url_ref = st.query_params.get("run")
-if url_ref and parse_ref(url_ref) and st.session_state.get(f"{P}._url") != url_ref:
-    st.session_state[SEL_KEY] = url_ref
+if url_ref and st.session_state.get(f"{P}._url") != url_ref:
     st.session_state[f"{P}._url"] = url_ref
-    S.remember(url_ref)
+    if parse_ref(url_ref):
+        st.session_state[SEL_KEY] = url_ref.strip()
+        S.remember(url_ref)  # before listing: a link's run is listed (and shown) on its first load
+    else:
+        st.warning(f"run={md(repr(url_ref))} in the link was ignored (not the reference of a run).",
+                   icon=":material/link:")
+rows, hidden = S.visible_runs()
 
 with st.sidebar:
     st.markdown("### Filter")
@@ -43,7 +47,7 @@ picked = R.pick(shown, f"{P}.table")
 if picked:
     st.session_state[SEL_KEY] = picked
 ref = st.session_state.get(SEL_KEY)
-if ref not in {r.ref for r in rows}:
+if ref not in {r.ref for r in rows} and S.snapshot(ref) is None:
     ref = None
 if ref is None:
     st.info("Select a run in the table to see its charts.", icon=":material/touch_app:")
@@ -54,18 +58,20 @@ st.query_params.from_dict({"run": ref})
 snap = S.snapshot(ref)
 parsed = parse_ref(ref)
 if snap is None or parsed is None:
-    st.warning(f"Run `{ref}` is gone.")
+    st.warning(f"Run {code(ref)} is gone.")
     st.stop()
 unit = snap.unit(parsed[1]) or snap.units[0]
 
 st.divider()
 head, act = st.columns([3, 2])
-head.markdown(f"### {unit.label}  \n`{ref}`")
+head.markdown(f"### {md(unit.label)}  \n{code(ref)}")
 with act:
-    a1, a2 = st.columns(2)
+    a1, a2, a3 = st.columns(3)
     a1.page_link("pages/playground.py", label="Open in Playground", icon=":material/science:",
                  query_params={"run": ref})
-    R.delete_action(a2, snap, parsed[0], manager, P, on_deleted=lambda: st.session_state.pop(SEL_KEY, None))
+    R.resume_action(a2, snap, parsed[0], manager, P)
+    R.delete_action(a3, snap, parsed[0], manager, P, on_deleted=lambda: st.session_state.pop(SEL_KEY, None))
+R.ownership_note(snap)
 
 R.downloads(unit, ref, P)
 live_view(ref, parsed[1] if len(snap.units) > 1 else None, f"{P}.view", initial_status=snap.status,
