@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-fast bench bench-peers tables install clean-venv
+.PHONY: run test test-fast bench bench-peers tables install clean-venv chromium
 
 $(STAMP): requirements.txt requirements-test.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,12 @@ install: $(STAMP)
 run: $(STAMP)
 	$(PY) -m cfl_ui.serve --server.port $(PORT)
 
-test: $(STAMP)
+# The browser tests drive Debian's chromium: installed here when missing (as root with apt-get), or one line
+# says the command to run (scripts/need_chromium.sh).
+chromium:
+	@sh scripts/need_chromium.sh
+
+test: $(STAMP) chromium
 	$(PY) -m pytest -q
 
 # Everything but the slow end-to-end browser and behaviour tests.

@@ -74,7 +74,8 @@ def comparison_configs(base: ExperimentConfig, algorithms: list[str],
 
 def run_comparison(base: ExperimentConfig, algorithms: list[str], out: str | Path | None,
                    on_round: Callable[[str, object], None] | None = None,
-                   should_stop: Callable[[], bool] | None = None, profile: tuple | None = None) -> dict[str, dict]:
+                   should_stop: Callable[[], bool] | None = None, profile: tuple | None = None,
+                   overwrite: bool = False) -> dict[str, dict]:
     from .experiment import Experiment, Setup
 
     configs = comparison_configs(base, algorithms, profile=profile)
@@ -82,7 +83,7 @@ def run_comparison(base: ExperimentConfig, algorithms: list[str], out: str | Pat
     results = {}
     for cfg in configs:
         folder = Path(out) / cfg.algorithm if out is not None else None
-        exp = Experiment(cfg, out_dir=folder, setup=setup)
+        exp = Experiment(cfg, out_dir=folder, setup=setup, overwrite=overwrite)
         callback = (lambda rec, name=cfg.algorithm: on_round(name, rec)) if on_round else None
         results[cfg.algorithm] = exp.run(on_round=callback, should_stop=should_stop)
     return results

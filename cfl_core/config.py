@@ -18,6 +18,11 @@ from .settings import Choice, Interval, check_values, declared_copy, setting, se
 
 INIT_MODES = ("different", "same", "restarts")
 DEVICES = ("auto", "cpu", "cuda")
+# Caps: far above any run this lab is for, low enough that a typo cannot run for days or fill the memory.
+MAX_ROUNDS = 100_000
+MAX_MODELS = 10_000
+MAX_LOCAL_EPOCHS = 1_000
+MAX_BATCH_SIZE = 100_000
 
 
 def _algorithm_names():
@@ -77,8 +82,8 @@ class ExperimentConfig:
     # algorithm
     algorithm: str = setting("clove", Choice(_algorithm_names), label="Algorithm", group="algorithm",
                              help="which clustering strategy runs (see the README's Algorithms table)")
-    models: int | None = setting(None, Interval(1), label="Models (K-hat)", group="algorithm",
-                                 none_means="not given", allowed_text="a whole number of models >= 1",
+    models: int | None = setting(None, Interval(1, MAX_MODELS), label="Models (K-hat)", group="algorithm",
+                                 none_means="not given", allowed_text=f"a whole number of models in [1, {MAX_MODELS}]",
                                  help="K-hat: how many models the algorithm keeps")
     init: str = setting("different", Choice(INIT_MODES), label="Initial models", group="algorithm",
                         help="different: independent random models; same: one random model copied K times; "
@@ -89,13 +94,13 @@ class ExperimentConfig:
                                  help="train an autoencoder on the inputs only; labels are never used "
                                       "(ARI still measures the clustering)")
     # training
-    rounds: int = setting(20, Interval(1), label="Rounds", group="training", help="communication rounds")
+    rounds: int = setting(20, Interval(1, MAX_ROUNDS), label="Rounds", group="training", help="communication rounds")
     participation: float = setting(1.0, Interval(0, 1, low_open=True), label="Participation", group="training",
                                    step=0.05, allowed_text="a fraction in (0, 1]",
                                    help="fraction of clients taking part each round")
-    local_epochs: int = setting(2, Interval(1), label="Local epochs", group="training",
+    local_epochs: int = setting(2, Interval(1, MAX_LOCAL_EPOCHS), label="Local epochs", group="training",
                                 help="passes over its data each client makes per round")
-    batch_size: int = setting(20, Interval(1), label="Batch size", group="training", advanced=True,
+    batch_size: int = setting(20, Interval(1, MAX_BATCH_SIZE), label="Batch size", group="training", advanced=True,
                               help="local minibatch size")
     lr: float = setting(0.1, Interval(0, low_open=True), label="Learning rate", group="training", step=0.01,
                         allowed_text="a positive, finite learning rate", help="learning rate of local training")
@@ -120,7 +125,7 @@ class ExperimentConfig:
     newcomer_share: float = setting(0.0, Interval(0, 1, high_open=True), label="Newcomer share",
                                     group="dynamics", advanced=True, step=0.05, allowed_text="a fraction in [0, 1)",
                                     help="share of clients held back until the newcomer round")
-    newcomer_round: int = setting(0, Interval(0), label="Newcomers join at round", group="dynamics",
+    newcomer_round: int = setting(0, Interval(0, MAX_ROUNDS), label="Newcomers join at round", group="dynamics",
                                   advanced=True, help="round at which held-back clients join")
     # run
     seed: int = _data("seed")
@@ -206,8 +211,16 @@ def load_config_file(path: str) -> ExperimentConfig:
             data = json.load(fh)
     except FileNotFoundError:
         raise ConfigError("config", path, "the path of an existing JSON file") from None
+    except IsADirectoryError:
+        raise ConfigError("config", path, "a JSON file, not a directory") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError("config", path, f"a UTF-8 text file (byte {exc.start} is not UTF-8)") from None
+    except OSError as exc:
+        raise ConfigError("config", path, f"a file that can be read ({exc.strerror or type(exc).__name__})") from None
     except json.JSONDecodeError as exc:
         raise ConfigError("config", path, f"valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise ConfigError("config", path, "JSON that is not nested hundreds of levels deep") from None
     if not isinstance(data, dict):
         raise ConfigError("config", path, "a JSON object of config fields")
     return ExperimentConfig.from_dict(data)

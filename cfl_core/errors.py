@@ -12,7 +12,15 @@ class ConfigError(ValueError):
         self.parameter = parameter
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{parameter}={value!r} is not allowed: {allowed}")
+        super().__init__(f"{parameter}={_shown(value)} is not allowed: {allowed}")
+
+
+def _shown(value) -> str:
+    """The value as given, but a whole number of more than 18 digits in scientific notation (1e300, not 301 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**18:
+        digits = str(abs(value))
+        return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:4]}e+{len(digits) - 1}"
+    return repr(value)
 
 
 class DataUnavailable(RuntimeError):
@@ -27,3 +35,24 @@ class DataUnavailable(RuntimeError):
         self.how_to_get = how_to_get
         where = ", ".join(self.searched) if self.searched else "nowhere"
         super().__init__(f"data set {name!r} was not found (looked in: {where}). To get it: {how_to_get}")
+
+
+class Diverged(RuntimeError):
+    """Training blew up: non-finite numbers (inf or NaN), or losses a thousand times those of the initial models.
+
+    The run stops with status `diverged`. `what` says what blew up; the experiment adds where (the
+    round, or the set-up) and the learning rate, the usual cause."""
+
+    def __init__(self, what: str, where: str | None = None, lr: float | None = None):
+        self.what = what
+        self.where = where
+        self.lr = lr
+        text = f"training diverged {where or 'during training'}: {what}."
+        if lr is not None:
+            text += (f" The likely cause is the learning rate (lr={lr:g}): try a smaller one, e.g. lr={lr / 10:g}"
+                     " (or fewer local epochs)")
+        super().__init__(text)
+
+
+class ResumeError(ValueError):
+    """A run folder that cannot be resumed; the message says why (finished, no config, damaged, ...)."""

@@ -5,11 +5,22 @@
         print(record.round, record.accuracy, record.ari)
     exp.close()                 # writes summary.json (status finished / stopped)
 
-The folder is written as the run goes; `load_run(folder)` reads it back.
+The folder is written as the run goes; `load_run(folder)` reads it back. After
+every round a checkpoint of the run's state (`checkpoint.pt`, see
+cfl_core.checkpoint) replaces the previous one, and `Experiment.resume(folder)`
+continues a stopped or interrupted run from its last finished round with
+records identical to those of a run that never stopped.
+
+Training that blows up (non-finite losses or parameters) ends the run with
+status `diverged` and a message naming the likely cause; the finished rounds
+stay in the folder.
 """
 from __future__ import annotations
 
+import math
+import os
 import platform
+import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,17 +31,20 @@ import torch
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from . import __version__
+from . import checkpoint as ckpt
 from .algorithms import ALGORITHMS, RunContext
 from .config import ExperimentConfig
 from .data import load_dataset
+from .errors import ConfigError, Diverged, ResumeError
 from .dynamics import SHIFTS, join_rounds
-from .engine.core import Engine
+from .engine.core import Engine, finite
 from .engine.federation import Federation, resolve_device
 from .engine.models import build_model, default_model
 from .engine.seeding import numpy_rng
 from .engine.training import TrainConfig
 from .partition import build_partition
-from .records import FAILED, FINISHED, STOPPED, RoundRecord, RunWriter, summarize
+from .records import (CHECKPOINT_FILE, DIVERGED, FAILED, FINISHED, ROUNDS_FILE, STOPPED, SUMMARY_FILE, RoundRecord,
+                      RunFolderError, RunWriter, clear_run_files, holds_run, load_run, read_rounds, summarize)
 
 
 @dataclass
@@ -57,13 +71,27 @@ class Setup:
         return self.config.data_key() == other.data_key() and self.config.device == other.device
 
 
+# A run has diverged when its mean training or test loss exceeds this many times the test loss of the initial
+# model (about 2.3 for 10 classes): far beyond any bad-but-learning run (lr=10 on digits stays under 30x),
+# and what a learning rate of 100 or more reaches within a round or two (1e4x to 1e20x).
+DIVERGENCE_FACTOR = 1000.0
+
+
 def _metric(fn, truth: np.ndarray, labels: np.ndarray) -> float | None:
     return float(fn(truth, labels)) if len(truth) >= 2 else None
 
 
 class Experiment:
-    def __init__(self, config: ExperimentConfig, out_dir: str | Path | None = None, setup: Setup | None = None):
+    def __init__(self, config: ExperimentConfig, out_dir: str | Path | None = None, setup: Setup | None = None,
+                 *, overwrite: bool = False, _resume=None):
+        """`out_dir`: the run folder (None: nothing is written). A folder that already holds a run is refused
+        unless `overwrite` (its run files are replaced); `Experiment.resume` continues one instead."""
         config.validate()
+        if out_dir is not None and _resume is None and holds_run(out_dir):
+            if not overwrite:
+                raise ConfigError("out_dir", str(out_dir), "a folder that holds no run yet (it holds one: overwrite "
+                                                           "it, or resume it)")
+            clear_run_files(out_dir)
         if setup is None or not setup.same_clients(config):
             setup = Setup.build(config)
         self.config = config
@@ -88,19 +116,116 @@ class Experiment:
         self.round = 0
         self.records: list[RoundRecord] = []
         self.status: str | None = None
+        self.checkpoint_bytes = 0  # size of the latest checkpoint written
         self.truth_theta = setup.partition.truth.get("theta") if hasattr(setup.partition, "truth") else None
         self.cluster_truth = getattr(setup.partition, "cluster_truth", True)
-        self.writer = RunWriter(out_dir) if out_dir is not None else None
         self.folder = Path(out_dir) if out_dir is not None else None
-        if self.writer:
+        resumed = self._restore(_resume) if _resume is not None else None
+        self.writer = RunWriter(out_dir, resume=resumed is not None) if out_dir is not None else None
+        if self.writer and resumed is None:
             self.writer.write_json("config.json", config.to_dict())
             self.writer.write_json("partition.json", setup.partition.to_json())
             self.writer.write_json("meta.json", self.meta())
-        present = torch.nonzero(self.joins == 0).squeeze(1)
-        # The set-up's traffic (restarts, group cold start) is its own window, recorded with round 0.
-        self.engine.traffic.open()
-        self._setup_extras = self.algorithm.setup(present)
-        self._setup_traffic = self.engine.traffic.totals
+        elif self.writer:
+            meta = dict(_resume.meta)
+            meta["resumed"] = [*meta.get("resumed", []), {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                                          "round": self.round}]
+            self.writer.write_json("meta.json", meta)
+        # what "blown up" is measured against: the test loss of the run's initial model (the same for every
+        # algorithm of this seed), computed, not recorded
+        base = self.spec.init(config.seed, "model", 0).to(fed.device)[None]
+        everyone = torch.arange(fed.num_clients)
+        self.initial_loss = float(self.engine.evaluate(base, torch.zeros_like(everyone), everyone).loss.mean())
+        self._setup_extras, self._setup_traffic = {}, (0, 0)
+        if resumed is None:
+            present = torch.nonzero(self.joins == 0).squeeze(1)
+            # The set-up's traffic (restarts, group cold start) is its own window, recorded with round 0.
+            self.engine.traffic.open()
+            try:
+                self._setup_extras = self.algorithm.setup(present)
+            except Diverged as exc:
+                error = Diverged(exc.what, "during the set-up", config.lr)
+                self.close(DIVERGED, error=str(error))
+                raise error from None
+            self._setup_traffic = self.engine.traffic.totals
+
+    # -- resuming ----------------------------------------------------------------------------------
+    @classmethod
+    def resume(cls, folder: str | Path, setup: Setup | None = None) -> "Experiment":
+        """The run saved in `folder`, ready to continue from its last finished round (ResumeError if it cannot).
+
+        Its next records are those the run would have written had it never stopped. A run
+        without a checkpoint (stopped before its first round ended) starts again from round 0."""
+        folder = Path(folder)
+        try:
+            saved = load_run(folder)
+        except FileNotFoundError:
+            raise ResumeError(f"{folder} is not a run folder (no config.json)") from None
+        if saved.status == FINISHED:
+            raise ResumeError(f"{folder} is finished ({len(saved.records)} rounds): there is nothing to resume")
+        if saved.status == DIVERGED:
+            raise ResumeError(f"{folder} diverged: resuming would diverge again the same way; run it again with a "
+                              "smaller learning rate")
+        if saved.problems:
+            raise ResumeError(f"{folder} is damaged and cannot be resumed: {saved.problems[0]}")
+        try:
+            config = ExperimentConfig.from_dict(saved.config)
+        except ConfigError as exc:
+            raise ResumeError(f"{folder}/config.json cannot be resumed: {exc}") from None
+        return cls(config, out_dir=folder, setup=setup, _resume=saved)
+
+    def _restore(self, saved) -> int | None:
+        """Put the checkpoint of `saved` (a SavedRun of this config) back; None when there is none (a fresh start)."""
+        folder = self.folder
+        path = folder / CHECKPOINT_FILE
+        if not path.exists():
+            clear_run_files(folder)  # nothing finished is kept without a checkpoint: start from round 0
+            return None
+        try:
+            tree, tensors = ckpt.load(path)
+            state = ckpt.unpack(tree, tensors, self.algorithm.state_classes, self.federation.device)
+        except (ckpt.CheckpointError, KeyError, TypeError, ValueError) as exc:
+            raise ResumeError(f"{path} cannot be used: {exc}") from None
+        if state.get("config") != self.config.to_dict():
+            raise ResumeError(f"{path} belongs to another config than {folder}/config.json")
+        done = int(state["round"])
+        rounds = read_rounds(folder)
+        if [r.round for r in rounds.records[:done]] != list(range(done)):
+            raise ResumeError(f"{folder}/{ROUNDS_FILE} holds {len(rounds.records)} rounds, but the checkpoint is "
+                              f"after round {done - 1}: the rounds before it are missing")
+        # rounds written after the checkpoint (a kill between the two writes) are run again, identically
+        _keep_lines(folder / ROUNDS_FILE, done)
+        summary = folder / SUMMARY_FILE
+        if summary.exists():
+            summary.unlink()  # the run is going again
+        if self.shift is not None:  # shifts are replayed: same seed, same rounds, same data moves
+            for r in range(done):
+                self.shift.apply(r)
+        if not torch.equal(self.true_clusters, state["true_clusters"]) or \
+                not torch.equal(self.federation.n_train.cpu(), state["n_train"]):
+            raise ResumeError(f"{path}: replaying the distribution shift did not give the saved clients")
+        self.algorithm.load_state_dict(state["algorithm"])
+        rng = state["rng"]
+        torch.set_rng_state(rng["torch"])
+        np.random.set_state(rng["numpy"])
+        random.setstate(rng["python"])
+        self.round = done
+        self.records = list(rounds.records[:done])
+        return done
+
+    def _save_checkpoint(self) -> None:
+        """The state after the round just finished (replacing the previous checkpoint)."""
+        state = {
+            "round": self.round, "config": self.config.to_dict(), "algorithm": self.algorithm.state_dict(),
+            "true_clusters": self.true_clusters, "n_train": self.federation.n_train.cpu(),
+            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+        }
+        tree, tensors = ckpt.pack(state, self.algorithm.state_classes)
+        self.writer.check()
+        try:
+            self.checkpoint_bytes = ckpt.save(self.folder / CHECKPOINT_FILE, tree, tensors)
+        except OSError as exc:
+            raise RunFolderError(f"cannot write {self.folder / CHECKPOINT_FILE}: {exc.strerror or exc}") from None
 
     # -- facts ---------------------------------------------------------------
     def meta(self) -> dict:
@@ -130,27 +255,44 @@ class Experiment:
         if self.done:
             raise RuntimeError("the experiment has no rounds left")
         r = self.round
+        if self.writer:
+            self.writer.check()  # a folder deleted or made read-only since the last round stops the run here
         started = time.perf_counter()
         extras: dict = dict(self._setup_extras) if r == 0 else {}
         self.engine.traffic.open()
         if self.shift is not None:
             extras.update(self.shift.apply(r))
-        newcomers = torch.nonzero(self.joins == r).squeeze(1) if r > 0 else torch.zeros(0, dtype=torch.int64)
-        if len(newcomers):
-            self.algorithm.place_newcomers(newcomers, r)
-            extras["newcomers"] = newcomers.tolist()
-        participants = self._participants(r)
-        outcome = self.algorithm.run_round(r, participants)
-        down, up = self.engine.traffic.totals
-        if r == 0:
-            down, up = down + self._setup_traffic[0], up + self._setup_traffic[1]
-        record = self._record(r, participants, outcome, extras, down, up)
+        try:
+            newcomers = torch.nonzero(self.joins == r).squeeze(1) if r > 0 else torch.zeros(0, dtype=torch.int64)
+            if len(newcomers):
+                self.algorithm.place_newcomers(newcomers, r)
+                extras["newcomers"] = newcomers.tolist()
+            participants = self._participants(r)
+            outcome = self.algorithm.run_round(r, participants)
+            if outcome.train_loss is not None and bool(torch.isinf(outcome.train_loss).any()):
+                raise Diverged("the clients' training losses are not finite numbers (inf)")
+            down, up = self.engine.traffic.totals
+            if r == 0:
+                down, up = down + self._setup_traffic[0], up + self._setup_traffic[1]
+            record = self._record(r, participants, outcome, extras, down, up)
+            self._check_scale(record)
+        except Diverged as exc:
+            raise Diverged(exc.what, f"in round {r}", self.config.lr) from None
         record.seconds = time.perf_counter() - started  # the round and its evaluation
         self.records.append(record)
+        self.round += 1
         if self.writer:
             self.writer.append(record)
-        self.round += 1
+            self._save_checkpoint()
         return record
+
+    def _check_scale(self, record: RoundRecord) -> None:
+        """Diverged when the round's mean training or test loss is DIVERGENCE_FACTOR times the initial model's."""
+        limit = DIVERGENCE_FACTOR * max(self.initial_loss, 1e-12)
+        for name, value in (("mean training loss", record.train_loss), ("mean test loss", record.loss)):
+            if value is not None and math.isfinite(value) and value > limit:
+                raise Diverged(f"the clients' {name} reached {value:.3g}, more than {DIVERGENCE_FACTOR:g} times the "
+                               f"initial model's test loss ({self.initial_loss:.3g})")
 
     def _participants(self, r: int) -> torch.Tensor:
         joined = torch.nonzero(self.joins <= r).squeeze(1).numpy()
@@ -162,9 +304,11 @@ class Experiment:
 
     def _record(self, r, participants, outcome, extras, bytes_down, bytes_up) -> RoundRecord:
         models, model_of = self.algorithm.eval_models()
+        finite(models, "the model parameters")
         joined = self.joins <= r
         placed = torch.nonzero((model_of >= 0) & joined).squeeze(1)
         evaluation = self.algorithm.evaluate(placed)
+        finite(evaluation.loss, "the clients' test losses")
         n = self.federation.num_clients
         acc: list = [None] * n
         loss: list = [None] * n
@@ -226,7 +370,8 @@ class Experiment:
 
     def run(self, on_round: Callable[[RoundRecord], None] | None = None,
             should_stop: Callable[[], bool] | None = None) -> dict:
-        """Run to the end (or until should_stop()), then write the summary. Failures are recorded too."""
+        """Run to the end (or until should_stop()), then write the summary. A divergence ends the run with status
+        diverged (returned, not raised); other failures are recorded as failed and raised."""
         try:
             while not self.done:
                 if should_stop and should_stop():
@@ -234,27 +379,52 @@ class Experiment:
                 record = self.step()
                 if on_round:
                     on_round(record)
-        except BaseException:
-            self.close(FAILED)
+        except Diverged as exc:
+            return self.close(DIVERGED, error=str(exc))
+        except KeyboardInterrupt:
+            self.close(STOPPED)
+            raise
+        except BaseException as exc:
+            self.close(FAILED, error=str(exc) or type(exc).__name__)
             raise
         return self.close(FINISHED)
 
-    def summary(self, status: str) -> dict:
-        return summarize(self.config.algorithm, self.records, status, self.config.protocol)
+    def summary(self, status: str, error: str | None = None) -> dict:
+        return summarize(self.config.algorithm, self.records, status, self.config.protocol, error)
 
-    def close(self, status: str | None = None) -> dict:
-        """Write summary.json; the status is finished when every round ran, else stopped."""
+    def close(self, status: str | None = None, error: str | None = None) -> dict:
+        """Write summary.json; the status is finished when every round ran, else stopped (or the one given).
+
+        When the run ends because its folder is gone or unwritable, the summary cannot be written:
+        the run is closed all the same (its finished rounds are what the folder still holds)."""
         if status is None:
             status = FINISHED if self.round >= self.config.rounds else STOPPED
         self.status = status
-        summary = self.summary(status)
+        summary = self.summary(status, error)
         if self.writer:
-            self.writer.write_json("summary.json", summary)
-            self.writer.close()
+            try:
+                self.writer.write_json(SUMMARY_FILE, summary)
+            except RunFolderError:
+                if status == FINISHED:
+                    raise
+            finally:
+                self.writer.close()
         return summary
 
     def models_snapshot(self) -> torch.Tensor:
         return self.algorithm.eval_models()[0].detach().cpu().clone()
+
+
+def _keep_lines(path: Path, count: int) -> None:
+    """Keep the first `count` lines of a text file (rewritten atomically when that drops anything)."""
+    lines = path.read_text(encoding="utf-8").split("\n") if path.exists() else []
+    kept = [line for line in lines if line.strip()][:count]
+    text = "".join(line + "\n" for line in kept)
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _copy_federation(fed: Federation) -> Federation:

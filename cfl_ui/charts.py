@@ -6,13 +6,19 @@ above and a caption below.
 
 A refresh of a live page (about once a second) reuses the figures whose data did
 not change instead of rebuilding them: `cache` names what a figure is built from
-(`unit_key` for a run's records so far).
+(`unit_key` for a run's records so far). A cached figure is also serialized once:
+st.plotly_chart would copy it (`Figure.to_dict`, a deepcopy) and encode it to JSON
+(plotly's encoder encodes twice) on every redraw of every session, which was most
+of the server's time while five browsers watched running jobs
+(benchmarks/SERVER_LOAD.md); `Prepared` hands it the dict and JSON made the first time.
 """
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
 
+import plotly.graph_objects as go
+import plotly.io as pio
 import streamlit as st
 
 # every chart's toolbar: the camera button (PNG) and zoom stay, the plotly logo goes
@@ -38,10 +44,50 @@ def cached(key: tuple, build):
     return value
 
 
+class _Spec(dict):
+    """A figure's dict together with its JSON text (what st.plotly_chart sends for it)."""
+
+    json_text: str = ""
+
+
+class Prepared(go.Figure):
+    """A built figure, serialized once, that st.plotly_chart draws without copying or encoding it again.
+
+    st.plotly_chart calls `to_dict()` on a figure, then `plotly.io.to_json` on that dict: here the
+    first returns the dict made once and the second (through `_to_json`) its JSON made once, the
+    very text plotly makes for it. Only `to_dict` is meant to be used: keep the built figure for anything else."""
+
+    def __init__(self, figure: go.Figure):  # no go.Figure.__init__: nothing is validated or copied again
+        spec = _Spec(figure.to_dict())
+        spec.json_text = _PLOTLY_TO_JSON(spec, validate=False)
+        self._spec = spec
+
+    def to_dict(self):
+        return self._spec
+
+
+_PLOTLY_TO_JSON = pio.to_json
+
+
+def _to_json(fig, *args, **kwargs):
+    if isinstance(fig, _Spec) and not args and kwargs == {"validate": False}:
+        return fig.json_text
+    return _PLOTLY_TO_JSON(fig, *args, **kwargs)
+
+
+if getattr(pio.to_json, "__name__", "") != "_to_json":  # once per process, whatever reloads this module
+    pio.to_json = _to_json
+
+
 def unit_key(unit) -> tuple:
     """What a run's figures are built from: the run and how many rounds it has so far."""
     recs = unit.records
     return (unit.ref, unit.folder, len(recs), recs[-1].round if recs else -1)
+
+
+def _with_spec(figure):
+    """(the figure, what st.plotly_chart draws of it: its Prepared form when it is a plotly figure)."""
+    return figure, Prepared(figure) if isinstance(figure, go.Figure) else figure
 
 
 def chart(figure, key: str, *, cache: tuple | None = None, title: str | None = None,
@@ -54,11 +100,11 @@ def chart(figure, key: str, *, cache: tuple | None = None, title: str | None = N
     if title:
         st.markdown(title)
     if cache is not None:
-        figure = cached(cache, figure)
-    elif callable(figure):
-        figure = figure()
+        figure, drawn = cached(cache, lambda: _with_spec(figure() if callable(figure) else figure))
+    else:
+        figure = drawn = figure() if callable(figure) else figure
     picking = dict(on_select="rerun", selection_mode="points") if select else {}
-    st.plotly_chart(figure, key=key, width="stretch", config=TOOLBAR, **picking)
+    st.plotly_chart(drawn, key=key, width="stretch", config=TOOLBAR, **picking)
     if caption:
         st.caption(caption)
     return figure

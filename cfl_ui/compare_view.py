@@ -7,6 +7,7 @@ import streamlit as st
 from cfl_core.compare import protocol_note
 
 from . import figures as F
+from .literal import md
 from .charts import chart, unit_key
 from .live_view import status_bar
 from .run_charts import ari_note, series_of
@@ -71,7 +72,7 @@ def heatmaps(units) -> None:
     cols = st.columns(min(3, len(units)), gap="medium")
     for i, u in enumerate(units):
         with cols[i % len(cols)]:
-            st.markdown(f"**{u.label}**")
+            st.markdown(f"**{md(u.label)}**")
             if u.records:
                 chart(lambda u=u: F.assignment_heatmap(u.records), f"cmp.heat.{u.name}", cache=("heat", *unit_key(u)))
     st.caption("Each row a client (grouped by true cluster), each column a round, coloured by its model: one colour "

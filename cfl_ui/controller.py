@@ -9,10 +9,11 @@
     snap = ctl.snapshot()                   # the job to draw, live or from disk
 
 The controller keeps the job's reference in st.session_state (`<prefix>.run`).
-Only a browser that may control the job (cfl_ui.session.may_control: its
-owner, or whoever opened its link) gets live buttons; a job read from disk
-never has them. The buttons' callbacks run before the page is drawn, so the
-buttons show the new state at once.
+Only the browser that owns the job (cfl_ui.session.may_control) gets live
+buttons; a link shows the job read-only (the note under the buttons says so)
+and a job read from disk never has them. Every callback checks again, so a
+press from a stale or forged page does nothing. The buttons' callbacks run
+before the page is drawn, so the buttons show the new state at once.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import streamlit as st
 
 from . import session as S
 from .controls import values
+from .literal import md
 from .paths import parse_ref
 from .snapshots import LIVE, PAUSED, QUEUED, RUNNING
 from .verdicts import Verdict, validate, verdict_note
@@ -87,11 +89,16 @@ class JobController:
         return f"{self.prefix}.flash"
 
     # -- which job -------------------------------------------------------------------------
-    def attach(self, extra: dict | None) -> None:
-        """Show the run a link carries (the link lets this browser control it while it lives)."""
-        if extra is not None and extra.get("run"):
-            st.session_state[self.run_key] = extra["run"]
-            S.remember(extra["run"])
+    def attach(self, extra: dict | None) -> list[str]:
+        """Show the run a link carries (read-only unless this browser owns it); returns notes on what was ignored."""
+        ref = extra.get("run") if extra is not None else None
+        if not ref:
+            return []
+        if parse_ref(ref) is None:
+            return [f"run={ref!r} in the link was ignored (not the reference of a run)"]
+        st.session_state[self.run_key] = ref.strip()
+        S.remember(ref)
+        return []
 
     def release(self) -> None:
         """Stop showing the job unless it still trains here under this browser's control (an ended job stays
@@ -210,12 +217,15 @@ class JobController:
         low[1].button("Stop", key=f"{self.prefix}.stop_btn", icon=":material/stop:", on_click=self.stop,
                       disabled=not b.stop, help=self.stop_help, width="stretch")
         verdict_note(verdict, where)
+        shown = self.snapshot() if self.ref else None
+        if shown is not None and not shown.from_disk and S.why_not_owner(shown):
+            where.caption(":material/visibility: " + S.why_not_owner(shown) + " Run starts a run of your own.")
 
     def flash(self) -> None:
         """Why the last press of Run or Step submitted nothing (shown once, at the top of the page)."""
         message = st.session_state.pop(self.flash_key, None)
         if message:
-            st.error(message, icon=":material/warning:")
+            st.error(md(message), icon=":material/warning:")
 
     def link_extra(self, snap) -> dict:
         """What the page's link carries of the job: its reference, once there is a job to open."""

@@ -2,7 +2,14 @@
 
 The estimate counts floating-point work per round (local training, the loss
 matrix, evaluation) from the model's size and the client data, and memory
-from the padded federation plus the engine's bounded training chunk. The
+tensor by tensor (`unit_memory`): the padded federation (twice under a
+distribution shift, which copies it), what the algorithm keeps between rounds
+(its K-hat models, or one per client; CFL's parameter tree, FlexCFL's
+directions) and what a round holds at its peak (the engine's bounded training
+or evaluation chunk, every participant's trained parameters and update, the
+loss matrix and KMeans' copies of it, CFL's similarity matrix, the new models
+and the aggregation sums, the minibatch schedule, and the checkpoint being
+written). The
 throughput figures are calibrated on this project's 2-core CPU (a digits MLP
 round and a Fashion-MNIST CNN round, both measured under load), so they err
 on the slow side. Limits: $CFL_UI_MAX_MINUTES (default 20) per job, and half
@@ -116,8 +123,9 @@ def seconds_limit() -> float:
         return 20 * 60.0
 
 
-def unit_cost(config) -> tuple[int, int, float]:
-    """(data bytes, training bytes, seconds) of one experiment."""
+def unit_memory(config) -> dict[str, int]:
+    """Bytes of each kind of tensor one experiment holds: "data", then "kept" (between rounds) and "round" (at a
+    round's peak, freed after it); see the module docstring for what each counts."""
     from cfl_core.algorithms import ALGORITHMS
 
     info, spec = _spec(config)
@@ -126,21 +134,60 @@ def unit_cost(config) -> tuple[int, int, float]:
     n_train = config.samples_per_client * (1 + 2 * float(config.quantity_skew))  # padding to the largest client
     n_test = pcfg.test_size
     inputs = math.prod(info.input_shape)
-    data = int(clients * (n_train + n_test) * (inputs + 2) * 4)
+    samples = clients * (n_train + n_test)
+    data = samples * (inputs * 4 + 8 + 1)  # float32 inputs, int64 labels, the validity mask
+    if config.shift != "none":
+        data = data * 2 + samples * 8  # the run's own copy of the federation, and each sample's origin
+    P = max(1, round(config.participation * clients))
+    D = spec.dim
+    algo = ALGORITHMS.get(config.algorithm)
+    name = algo.name if algo is not None else config.algorithm
+    k = config.models or 1
+    models = clients if algo is not None and algo.one_model_per_client else k
+    kept = models * D * 4
+    if name == "cfl":
+        kept += 2 * clients * D * 4  # the parameter tree: pre-split models and the children's cached updates
+    if name in ("flexcfl", "fedgroup"):
+        kept += 2 * k * D * 8  # SVD directions and group directions (float64)
+    batch = min(config.batch_size, max(1, int(n_train)))
+    chunk = min(P * 4 * (6 * D + batch * spec.activation_floats()), ENGINE_BUDGET)
+    steps = config.local_epochs * max(1, math.ceil(n_train / batch))
+    loss_models = k if algo is not None and algo.has_loss_vectors else 0
+    per_round = {
+        "engine chunk": chunk,  # training or evaluation: the engine bounds either by its budget
+        "trained parameters": 2 * P * D * 4,  # every participant's result and its update (or start)
+        "new models and sums": 3 * models * D * 4,
+        "loss matrix and KMeans": P * loss_models * (4 + 4 * 8),
+        "schedule": steps * P * batch * 9,
+        "checkpoint": 2 * kept,  # the state's copy and its bytes, while they are written
+    }
+    if name == "cfl":
+        per_round["similarity"] = 2 * P * D * 8 + 2 * P * P * 8  # float64 unit updates and the cosine matrix
+    if name in ("flexcfl", "fedgroup"):
+        cold = min(clients, max(k, math.ceil(20 * k)))
+        per_round["cold start"] = cold * D * (4 + 8 + 8)  # pre-trained models, their float64 updates, the SVD
+    return {"data": int(data), "kept": int(kept), "round": int(sum(per_round.values()))}
+
+
+def unit_cost(config) -> tuple[int, int, float]:
+    """(data bytes, training bytes (kept + a round's peak), seconds) of one experiment."""
+    from cfl_core.algorithms import ALGORITHMS
+
+    info, spec = _spec(config)
+    mem = unit_memory(config)
+    clients = config.num_clients
+    n_train = config.samples_per_client * (1 + 2 * float(config.quantity_skew))
+    n_test = config.partition_config().test_size
     participants = max(1, round(config.participation * clients))
     algo = ALGORITHMS.get(config.algorithm)
     k = config.models or 1
     loss_models = k if algo is not None and algo.has_loss_vectors else 0
-    batch = min(config.batch_size, max(1, int(n_train)))
-    train_mem = participants * 4 * (6 * spec.dim + batch * spec.activation_floats())
-    models_mem = max(k, clients if algo is not None and algo.one_model_per_client else k) * spec.dim * 4 * 4
-    training = int(min(train_mem, ENGINE_BUDGET) + models_mem)
     fwd = _forward_flops(spec)
     per_round = participants * fwd * (3 * n_train * config.local_epochs + loss_models * n_train) + clients * n_test * fwd
     device = _device(config.device)
     throughput = GPU_FLOPS if device == "cuda" else CPU_FLOPS
     seconds = config.rounds * (per_round / throughput + ROUND_OVERHEAD_S.get(device, 0.03))
-    return data, training, seconds
+    return mem["data"], mem["kept"] + mem["round"], seconds
 
 
 def estimate(configs, *, parallel: bool = False) -> Estimate:
@@ -151,16 +198,19 @@ def estimate(configs, *, parallel: bool = False) -> Estimate:
 
     configs = list(configs) if isinstance(configs, (list, tuple)) else [configs]
     data: dict = {}
-    training = []
+    kept, peaks = [], []
     seconds = SETUP_S
     for cfg in configs:
-        d, t, s = unit_cost(cfg)
-        data[data_key(cfg)] = d
-        training.append(t)
-        seconds += s
+        m = unit_memory(cfg)
+        data[data_key(cfg)] = m["data"]
+        kept.append(m["kept"])
+        peaks.append(m["round"])
+        seconds += unit_cost(cfg)[2]
     if parallel:
-        mem = sum(data.values()) + max(training) + sum(sorted(training)[:-1]) // 8
+        # lockstep: every unit's data and state are alive together; one unit's round runs at a time
+        mem = sum(data.values()) + sum(kept) + max(peaks)
     else:
-        mem = max(data.values()) * 2 + max(training)  # sequential: a seed's data at a time (plus the next)
+        # one unit after another: a seed's data (and the next one's as it is built), one state, one round
+        mem = max(data.values()) * 2 + max(kept) + max(peaks)
     device = _device(configs[0].device)
     return Estimate(int(mem), float(seconds), device, memory_limit(device), seconds_limit())

@@ -13,42 +13,160 @@ starting the next (results fill in as they finish).
 
 Every round is written to the run folder before it shows in a snapshot, so
 closing the tab or restarting the server loses no finished round.
+
+Where the rounds are computed: in a worker process per job (cfl_ui.worker: the
+server's own threads only draw pages), or in the job's thread when the manager
+says so (`JobManager(workers="thread")`, or an experiment factory a test
+injects). A job can also be resumed from its folder (`restored`): finished
+units keep their records, the others continue from their checkpoints.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 import traceback
 from pathlib import Path
 
 from .paths import UI_FILE
-from .snapshots import (FAILED, FINISHED, LOCKSTEP, PAUSED, PENDING, QUEUED, RUNNING, STOPPED, JobSnapshot,
-                        UnitSnapshot, UnitSpec)
+from .snapshots import (DIVERGED, FAILED, FINISHED, LOCKSTEP, PAUSED, PENDING, QUEUED, RUNNING, STOPPED,
+                        JobSnapshot, UnitSnapshot, UnitSpec)
+from .worker import Worker, WorkerError, WorkerGone, readable
 
-
-def readable(exc: BaseException) -> str:
-    """One line a person can act on: the message of our own errors, type and message otherwise."""
-    from cfl_core.errors import ConfigError, DataUnavailable
-
-    if isinstance(exc, (ConfigError, DataUnavailable)):
-        return str(exc)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
+ENDED = (FINISHED, FAILED, DIVERGED, STOPPED)
 
 
 class _Unit:
-    def __init__(self, spec: UnitSpec, folder: Path, ref: str):
+    def __init__(self, spec: UnitSpec, folder: Path, ref: str, restored: dict | None = None):
+        restored = restored or {}
         self.spec = spec
         self.folder = folder
         self.ref = ref
-        self.status = PENDING
-        self.exp = None
-        self.records: list = []
-        self.summary: dict | None = None
-        self.meta: dict = {}
-        self.error: str | None = None
+        self.status = restored.get("status", PENDING)
+        self.exp = None  # the Experiment (in-thread runs)
+        self.opened = False
+        self.resume = bool(restored.get("resume"))  # continue from the folder's checkpoint
+        self.records: list = list(restored.get("records", ()))
+        self.summary: dict | None = restored.get("summary")
+        self.meta: dict = dict(restored.get("meta") or {})
+        self.error: str | None = restored.get("error")
         self.tb: str | None = None
+
+
+class UnitEnded(Exception):
+    """A unit that could not go on: failed (with a traceback) or diverged; its summary as written."""
+
+    def __init__(self, status: str, message: str, tb: str | None, summary: dict | None):
+        super().__init__(message)
+        self.status, self.message, self.traceback, self.summary = status, message, tb, summary
+
+
+class _ThreadRunner:
+    """Experiments stepped in the job's own thread (sharing the manager's data set-ups)."""
+
+    def __init__(self, job):
+        self.job = job
+
+    def open(self, unit: _Unit) -> dict:
+        from cfl_core.experiment import Experiment
+
+        setup = self.job._setup_for(unit.spec.config)
+        try:
+            if unit.resume:
+                unit.exp = Experiment.resume(unit.folder, setup=setup)
+            else:
+                unit.exp = self.job.manager.experiment_factory(unit.spec.config, out_dir=unit.folder, setup=setup)
+        except Exception as exc:
+            raise self._ended(None, exc) from None
+        return unit.exp.meta()
+
+    def step(self, unit: _Unit):
+        try:
+            record = unit.exp.step()
+            summary = unit.exp.close() if unit.exp.done else None
+        except Exception as exc:
+            exp, unit.exp = unit.exp, None
+            raise self._ended(exp, exc) from None
+        if summary is not None:
+            unit.exp = None
+        return record, summary
+
+    def close(self, unit: _Unit, status: str) -> dict | None:
+        exp, unit.exp = unit.exp, None
+        return exp.close(status) if exp is not None else None
+
+    def keep(self, keys) -> None:
+        for key in list(self.job._setups):
+            if key not in keys:
+                del self.job._setups[key]
+
+    def shutdown(self) -> None:
+        pass
+
+    @staticmethod
+    def _ended(exp, exc: Exception) -> UnitEnded:
+        from cfl_core.errors import Diverged
+
+        status = DIVERGED if isinstance(exc, Diverged) else FAILED
+        message = str(exc) if status == DIVERGED else readable(exc)
+        summary = None
+        if exp is not None:
+            try:
+                summary = exp.close(status, error=message)
+            except Exception:
+                pass
+        return UnitEnded(status, message, None if status == DIVERGED else traceback.format_exc(), summary)
+
+
+class _ProcessRunner:
+    """Experiments stepped in a worker process (cfl_ui.worker), started when the job first trains."""
+
+    def __init__(self, job):
+        self.job = job
+        self.worker: Worker | None = None
+        self.index = {id(u): i for i, u in enumerate(job._units)}
+
+    def _call(self, unit, *message):
+        if self.worker is None:
+            self.worker = self.job.manager.new_worker()
+        try:
+            return self.worker.call(*message)
+        except WorkerError as exc:
+            raise UnitEnded(exc.status, exc.message, exc.traceback, exc.summary) from None
+        except WorkerGone as exc:
+            self.worker = None
+            raise UnitEnded(FAILED, str(exc), None, None) from None
+
+    def open(self, unit: _Unit) -> dict:
+        meta, _ = self._call(unit, "open", self.index[id(unit)], unit.spec.config.to_dict(), str(unit.folder),
+                             unit.resume)
+        return meta
+
+    def step(self, unit: _Unit):
+        from cfl_core.records import RoundRecord
+
+        line, done, summary = self._call(unit, "step", self.index[id(unit)])
+        return RoundRecord.from_dict(json.loads(line)), (summary if done else None)
+
+    def close(self, unit: _Unit, status: str) -> dict | None:
+        if self.worker is None or not unit.opened:
+            return None
+        try:
+            return self._call(unit, "close", self.index[id(unit)], status)[0]
+        except UnitEnded:
+            return None
+
+    def keep(self, keys) -> None:
+        if self.worker is not None:
+            try:
+                self.worker.call("keep", list(keys))
+            except (WorkerError, WorkerGone):
+                pass
+
+    def shutdown(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
 
 
 def data_key(config) -> tuple:
@@ -62,19 +180,22 @@ class Job:
     `manager` is the JobManager that made it: its root folder, scheduler, set-ups and experiment factory."""
 
     def __init__(self, manager, job_id: str, kind: str, title: str, units: list[UnitSpec],
-                 owner: str, schedule: str, start: str):
+                 owner: str, schedule: str, start: str, *, restored: list[dict] | None = None,
+                 created: float | None = None, memory_bytes: int = 0):
         self.manager = manager
         self.id = job_id
         self.kind = kind
         self.title = title
         self.owner = owner
         self.schedule = schedule
+        self.memory_bytes = int(memory_bytes)  # its estimate: what the scheduler counts against the limit
         self.folder = manager.root / job_id
         self.single = len(units) == 1 and units[0].name == ""
+        restored = restored or [None] * len(units)
         self._units = [
             _Unit(spec, self.folder if self.single else self.folder / spec.name,
-                  job_id if self.single else f"{job_id}/{spec.name}")
-            for spec in units
+                  job_id if self.single else f"{job_id}/{spec.name}", state)
+            for spec, state in zip(units, restored)
         ]
         self._cond = threading.Condition(threading.RLock())
         self._want = "pause" if start in ("pause", "step") else "run"
@@ -84,13 +205,14 @@ class Job:
         self._error: str | None = None
         self._tb: str | None = None
         self._version = 0
-        self.created = time.time()
+        self.created = created if created is not None else time.time()
         self.started: float | None = None
         self.ended: float | None = None
         self._paused_total = 0.0  # seconds spent paused after the start (not counted as elapsed)
         self._paused_since: float | None = None
         self._setups: dict = {}
-        self._write_ui()
+        self._runner = _ProcessRunner(self) if manager.uses_processes else _ThreadRunner(self)
+        self._write_ui(create=True)
         self._thread = threading.Thread(target=self._work, name=f"cfl-job-{job_id[-8:]}", daemon=True)
 
     # -- controls ------------------------------------------------------------
@@ -165,8 +287,9 @@ class Job:
             status = self._status
             version = self._version
         position = self.manager.scheduler.position(self) if status == QUEUED else None
+        waiting = self.manager.scheduler.waiting_for_memory(self) if status == QUEUED else None
         return JobSnapshot(self.id, self.kind, self.title, status, self.schedule, units, position, error, tb,
-                           self.created, self.started, self.ended, version, False, self.owner,
+                           self.created, self.started, self.ended, version, False, self.owner, waiting,
                            paused=self.paused_seconds())
 
     def paused_seconds(self, now: float | None = None) -> float:
@@ -231,6 +354,7 @@ class Job:
             finally:
                 if holding:
                     sched.release(self)
+                sched.done(self)
 
     def _advance(self) -> bool:
         """One round of every unfinished unit (lockstep) or of the current one; False when none is left."""
@@ -254,53 +378,47 @@ class Job:
 
     def _step_unit(self, unit: _Unit) -> None:
         try:
-            if unit.exp is None:
-                setup = self._setup_for(unit.spec.config)
-                exp = self.manager.experiment_factory(unit.spec.config, out_dir=unit.folder, setup=setup)
-                meta = exp.meta()
+            if not unit.opened:
+                meta = self._runner.open(unit)
                 with self._cond:
-                    unit.exp, unit.meta, unit.status = exp, meta, RUNNING
+                    unit.opened, unit.meta, unit.status = True, meta, RUNNING
                     self._touch()
-            record = unit.exp.step()
+            record, summary = self._runner.step(unit)
             with self._cond:
                 unit.records.append(record)
+                if summary is not None:
+                    unit.summary, unit.status = summary, FINISHED
                 self._touch()
-            if unit.exp.done:
-                summary = unit.exp.close()
-                with self._cond:
-                    unit.summary, unit.status, unit.exp = summary, FINISHED, None
-                    self._touch()
+            if summary is not None:
                 self._drop_unused_setups()
-        except Exception as exc:
-            message, tb = readable(exc), traceback.format_exc()
-            summary = None
-            if unit.exp is not None:
-                try:
-                    summary = unit.exp.close(FAILED)
-                except Exception:
-                    pass
+        except UnitEnded as ended:
             with self._cond:
-                unit.status, unit.error, unit.tb, unit.exp = FAILED, message, tb, None
-                unit.summary = summary
+                unit.status, unit.error, unit.tb = ended.status, ended.message, ended.traceback
+                unit.summary = ended.summary
                 self._touch()
+            self._write_ui()  # the error is on disk at once, even if the server goes down next
             self._drop_unused_setups()
 
     def _drop_unused_setups(self) -> None:
         needed = {data_key(u.spec.config) for u in self._units if u.status in (PENDING, RUNNING)}
-        for key in list(self._setups):
-            if key not in needed:
-                del self._setups[key]
+        self._runner.keep(needed)
 
     def _finish(self) -> None:
+        for unit in self._units:
+            if unit.status in (PENDING, RUNNING) and unit.opened:
+                try:
+                    summary = self._runner.close(unit, STOPPED)
+                except Exception:
+                    summary = None
+                with self._cond:
+                    unit.summary = summary if summary is not None else unit.summary
+        try:
+            self._runner.shutdown()
+        except Exception:
+            pass
         with self._cond:
             for unit in self._units:
                 if unit.status in (PENDING, RUNNING):
-                    if unit.exp is not None:
-                        try:
-                            unit.summary = unit.exp.close(STOPPED)
-                        except Exception:
-                            pass
-                        unit.exp = None
                     unit.status = STOPPED
             self._setups.clear()
             statuses = [u.status for u in self._units]
@@ -308,8 +426,8 @@ class Job:
                 status = FAILED
             elif self._stop:
                 status = STOPPED
-            elif all(s == FAILED for s in statuses) or (self.single and statuses[0] == FAILED):
-                status = FAILED
+            elif all(s in (FAILED, DIVERGED) for s in statuses):
+                status = DIVERGED if all(s == DIVERGED for s in statuses) else FAILED
             else:
                 status = FINISHED
             self.ended = time.time()
@@ -321,17 +439,24 @@ class Job:
         self._write_ui()
         self.manager.job_ended(self)
 
-    def _write_ui(self) -> None:
-        """ui.json: what the dashboard knows beyond the core's files (owner, units, errors)."""
+    def _write_ui(self, create: bool = False) -> None:
+        """ui.json: what the dashboard knows beyond the core's files (owner, units, errors, the server process).
+
+        Only the first write may create the job folder: a folder deleted while the job runs is not
+        brought back holding a lone ui.json."""
+        from cfl_core.liveness import process_identity
+
         from .store import write_json_atomic
 
+        if not create and not self.folder.is_dir():
+            return
         with self._cond:
             data = {
                 "job": self.id, "kind": self.kind, "title": self.title, "owner": self.owner,
                 "schedule": self.schedule, "single": self.single, "created": self.created,
                 "started": self.started, "ended": self.ended, "status": self._status,
                 "paused": self._paused_total,
-                "error": self._error,
+                "error": self._error, "server": process_identity(),
                 "units": [
                     {"name": u.spec.name, "label": u.spec.label, "tags": u.spec.tags,
                      "config": u.spec.config.to_dict(), "status": u.status, "error": u.error,

@@ -6,11 +6,17 @@ render: the status bar and `render_units`, one run or two side by side.
 """
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
+
 import streamlit as st
 
 from . import run_charts as R
 from .drilldown import panel as drill_panel
-from .snapshots import ELSEWHERE, FAILED, FINISHED, INTERRUPTED, PAUSED, QUEUED, RUNNING, STOPPED, TERMINAL
+from .literal import md
+from .snapshots import (DAMAGED, DIVERGED, ELSEWHERE, FAILED, FINISHED, INTERRUPTED, PAUSED, QUEUED, RUNNING, STOPPED,
+                        TERMINAL)
 
 POLL_SECONDS = 1.0
 POLLING = (QUEUED, RUNNING, ELSEWHERE)
@@ -20,13 +26,40 @@ STATUS_BADGE = {QUEUED: ":orange-badge[:material/hourglass_top: queued]",
                 FINISHED: ":green-badge[:material/check_circle: finished]",
                 STOPPED: ":gray-badge[:material/stop_circle: stopped]",
                 FAILED: ":red-badge[:material/error: failed]",
+                DIVERGED: ":red-badge[:material/trending_up: diverged]",
+                DAMAGED: ":orange-badge[:material/broken_image: damaged]",
                 INTERRUPTED: ":orange-badge[:material/warning: interrupted]",
                 ELSEWHERE: ":blue-badge[:material/autorenew: running elsewhere]"}
 
 
+# What every session draws of a running unit: its records up to the count first seen in the current poll interval
+# (unit -> (when, count)). Sessions poll at their own moments; a job making several rounds a second would otherwise
+# give each session's every poll a round count of its own, so the figures cached per round count (cfl_ui.charts)
+# would be rebuilt by every session at every poll: with five sessions watching two jobs, building plotly figures
+# in the page threads was most of the server's time. Drawn this way, a unit's figures are built at most once per
+# interval, however many sessions watch it (and a session's view is at most one interval behind the records).
+_FRAMES: dict[tuple, tuple[float, int]] = {}
+_FRAMES_LOCK = threading.Lock()
+
+
+def steady(unit, *, every: float = POLL_SECONDS, now: float | None = None):
+    """The running unit as every session draws it in this poll interval (its records cut to the interval's count)."""
+    now = time.monotonic() if now is None else now
+    have = len(unit.records)
+    key = (unit.ref, unit.folder)
+    with _FRAMES_LOCK:
+        since, count = _FRAMES.get(key, (float("-inf"), have))
+        if now - since >= every or count > have:
+            _FRAMES[key] = since, count = now, have
+            if len(_FRAMES) > 512:  # forget units nobody drew lately
+                for k in [k for k, (t, _) in _FRAMES.items() if now - t > 60 * every]:
+                    del _FRAMES[k]
+    return unit if count == have else dataclasses.replace(unit, records=unit.records[:count])
+
+
 def _setting(cfg: dict) -> str:
-    return (f"{cfg.get('dataset')} / {cfg.get('partition')}, {cfg.get('clusters')} clusters × "
-            f"{cfg.get('clients_per_cluster')} clients")
+    return md(f"{cfg.get('dataset')} / {cfg.get('partition')}, {cfg.get('clusters')} clusters × "
+              f"{cfg.get('clients_per_cluster')} clients")
 
 
 def rounds_text(units) -> str:
@@ -61,25 +94,35 @@ def status_bar(snap, units, *, count_runs: bool = False) -> None:
     """The job's status line, progress, queue position and error.
 
     count_runs: progress in finished runs (a batch whose results fill in run by run), not in rounds."""
-    badge = STATUS_BADGE.get(snap.status, snap.status)
-    device = snap.device or "—"
+    badge = STATUS_BADGE.get(snap.status, md(snap.status))
+    device = md(snap.device or "—")
     cfg = units[0].config
     if count_runs:
         done, total, what = sum(1 for u in units if u.status in TERMINAL), len(units), "runs"
-        line = (f"{badge} **{done} of {total} runs done** · {_setting(cfg)}, {cfg.get('rounds')} rounds each · "
+        line = (f"{badge} **{done} of {total} runs done** · {_setting(cfg)}, {md(cfg.get('rounds'))} rounds each · "
                 f"device **{device}** · {snap.elapsed:.0f} s")
     else:
         done, total, what = sum(u.rounds_done for u in units), sum(u.total_rounds for u in units) or 1, "rounds"
-        names = " vs ".join(u.label for u in units)
+        names = " vs ".join(md(u.label) for u in units)
         line = f"{badge} **{names}** · {rounds_text(units)} · {_setting(cfg)} · device **{device}**"
         seconds = shown_seconds(snap, units)
         if seconds is not None:
             line += f" · {seconds:.1f} s"
     st.markdown(line)
     if snap.status == INTERRUPTED:
-        st.warning("Interrupted: the server stopped before this run ended. Every finished round is shown "
-                   "(read-only); press Run to run the same settings again.", icon=":material/warning:")
-    if snap.status == QUEUED and snap.queue_position:
+        st.warning("Interrupted: the process running it stopped before this run ended. Every finished round is "
+                   "shown (read-only); the browser that started it can resume it from its last finished round "
+                   "(**Resume** on the Runs page), or press Run to run the same settings again.",
+                   icon=":material/warning:")
+    problems = [p for u in units for p in getattr(u, "problems", ())]
+    if problems:
+        st.warning("**Damaged run folder:** what could be read is shown; skipped: " +
+                   "; ".join(md(p) for p in problems[:6]) + (" …" if len(problems) > 6 else ""),
+                   icon=":material/broken_image:")
+    if snap.status == QUEUED and snap.waiting:
+        st.info(md(snap.waiting[0].upper() + snap.waiting[1:]) + ". It starts when a job ends.",
+                icon=":material/memory:")
+    elif snap.status == QUEUED and snap.queue_position:
         st.info(f"Waiting in the queue: position {snap.queue_position}. At most "
                 f"{_capacity()} jobs train at once on this server; yours starts when one ends.",
                 icon=":material/hourglass_top:")
@@ -87,7 +130,8 @@ def status_bar(snap, units, *, count_runs: bool = False) -> None:
         st.progress(min(1.0, done / max(1, total)), text=f"{done}/{total} {what}")
     if snap.error:
         # a batch's error already says how many of its runs failed
-        st.error(snap.error if count_runs else f"**The run failed:** {snap.error}", icon=":material/error:")
+        what = "**The run diverged:**" if snap.status == DIVERGED else "**The run failed:**"
+        st.error(md(snap.error) if count_runs else f"{what} {md(snap.error)}", icon=":material/error:")
         if snap.traceback:
             with st.expander("Details (traceback)"):
                 st.code(snap.traceback, language=None)
@@ -104,7 +148,7 @@ def render_units(snap, units, key: str, *, live: bool, exports: bool = True) -> 
     if not units:
         return
     if not any(u.records for u in units):
-        if snap.status != FAILED:
+        if snap.status not in (FAILED, DIVERGED, DAMAGED, INTERRUPTED, STOPPED):
             st.info("Preparing the data and the models; the first round appears in a moment…",
                     icon=":material/hourglass_top:")
         return
@@ -125,7 +169,7 @@ def render_units(snap, units, key: str, *, live: bool, exports: bool = True) -> 
         cols = st.columns(len(units), gap="large")
         for col, u in zip(cols, units):
             with col:
-                st.subheader(u.label)
+                st.subheader(md(u.label))
                 R.headline(u, columns=3)
         method = R.method_picker(units, f"{key}.method")
         cols = st.columns(len(units), gap="large")
@@ -147,7 +191,7 @@ def render_units(snap, units, key: str, *, live: bool, exports: bool = True) -> 
             if not views:
                 continue
             if len(units) > 1:
-                st.markdown(f"**{u.label}**")
+                st.markdown(f"**{md(u.label)}**")
             R.extras_block(u, f"{key}.{u.ref}", rnd)
     if exports:
         with st.expander("Export", expanded=False):
@@ -187,6 +231,7 @@ def live_view(ref: str, unit_name: str | None, key: str, *, initial_status: str,
         units = [snap.unit(unit_name)] if unit_name else list(snap.units)
         units = [u for u in units if u is not None]
         status_bar(snap, units)
-        render_units(snap, units, key, live=snap.live, exports=exports)
+        drawn = [steady(u) if u.status == RUNNING else u for u in units]
+        render_units(snap, drawn, key, live=snap.live, exports=exports)
 
     live_fragment(ref, render, initial_status=initial_status)

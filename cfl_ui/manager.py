@@ -10,9 +10,16 @@ browser session; the pages keep one manager per server process with
     snap = manager.snapshot(job.id)      # thread-safe, immutable: records so far, status, error
     snap.units[0].records[-1].ari
 
-At most `max_running` jobs train at once; the rest wait in a first-come queue
-whose position the snapshot reports. A paused job gives its place up. A job
-the process no longer holds is read back from disk (cfl_ui.store) read-only.
+At most `max_running` jobs train at once, and the memory estimates of the jobs
+that hold memory (running, or paused after they started) stay under the
+memory limit; the rest wait in a first-come queue whose position (and, when it
+is memory they wait for, the numbers) the snapshot reports. A paused job gives
+its place up but keeps its memory. A job the process no longer holds is read
+back from disk (cfl_ui.store) read-only; its owner may resume it (`resume`).
+
+Jobs train in worker processes (cfl_ui.worker) unless `workers="thread"`
+($CFL_UI_WORKERS) or an experiment factory other than the core's is given (tests
+inject one): then in their own threads of this process.
 """
 from __future__ import annotations
 
@@ -27,11 +34,18 @@ from typing import Callable
 
 from .jobs import Job, data_key
 from .paths import runs_dir
-from .snapshots import LIVE, LOCKSTEP, SEQUENTIAL, JobSnapshot, UnitSpec
+from .snapshots import (DIVERGED, FAILED, FINISHED, LIVE, LOCKSTEP, PENDING, SEQUENTIAL, JobSnapshot,
+                        UnitSpec)
 
 MAX_RUNNING_ENV = "CFL_UI_MAX_JOBS"
 SWITCH_INTERVAL = 1e-4  # seconds; see JobManager.__init__
 TORCH_THREADS_ENV = "CFL_UI_TORCH_THREADS"
+WORKERS_ENV = "CFL_UI_WORKERS"  # "process" (default) or "thread"
+MEMORY_ENV = "CFL_UI_MEMORY_MB"  # the memory limit for all jobs together (default: half the memory free at start)
+
+
+class MemoryRefused(ValueError):
+    """A job whose estimate alone is above the memory limit: it could never start."""
 
 
 def limit_torch_threads(threads: int | None = None) -> int:
@@ -53,13 +67,21 @@ def limit_torch_threads(threads: int | None = None) -> int:
 
 
 class Scheduler:
-    """A first-come queue of at most `capacity` jobs training at once."""
+    """A first-come queue of at most `capacity` jobs training at once, whose memory estimates (of every job that
+    holds memory: running, or paused after it started) stay under `memory_limit` bytes together."""
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, memory_limit: int | None = None):
         self.capacity = max(1, int(capacity))
+        self.memory_limit = memory_limit
         self._cond = threading.Condition()
         self._running: set = set()
         self._waiting: list = []
+        self._holding: dict = {}  # job -> the bytes its estimate says it holds
+
+    def _fits(self, job) -> bool:
+        if self.memory_limit is None or job in self._holding or not self._holding:
+            return True  # a job alone always fits: one that cannot is refused when it is submitted
+        return sum(self._holding.values()) + job.memory_bytes <= self.memory_limit
 
     def acquire(self, job, abort: Callable[[], bool]) -> bool:
         with self._cond:
@@ -68,8 +90,9 @@ class Scheduler:
                 while True:
                     if abort():
                         return False
-                    if len(self._running) < self.capacity and self._waiting[0] is job:
+                    if len(self._running) < self.capacity and self._waiting[0] is job and self._fits(job):
                         self._running.add(job)
+                        self._holding.setdefault(job, job.memory_bytes)
                         return True
                     self._cond.wait(timeout=0.2)
             finally:
@@ -78,8 +101,16 @@ class Scheduler:
                 self._cond.notify_all()
 
     def release(self, job) -> None:
+        """The job gives its place up (paused or ended); it keeps its memory until `done`."""
         with self._cond:
             self._running.discard(job)
+            self._cond.notify_all()
+
+    def done(self, job) -> None:
+        """The job ended: its memory is free."""
+        with self._cond:
+            self._running.discard(job)
+            self._holding.pop(job, None)
             self._cond.notify_all()
 
     def wake(self) -> None:
@@ -90,11 +121,26 @@ class Scheduler:
         with self._cond:
             return self._waiting.index(job) + 1 if job in self._waiting else None
 
+    def waiting_for_memory(self, job) -> str | None:
+        """Why a queued job does not start although a place is free: the memory numbers; None otherwise."""
+        from .estimate import _bytes
+
+        with self._cond:
+            if job not in self._waiting or self._fits(job) or self.memory_limit is None:
+                return None
+            held = sum(self._holding.values())
+        return (f"waiting for memory: this job needs about {_bytes(job.memory_bytes)}, and the jobs holding memory "
+                f"here already use {_bytes(held)} of the {_bytes(self.memory_limit)} limit")
+
     @property
     def running(self) -> int:
         with self._cond:
             return len(self._running)
 
+    @property
+    def held_bytes(self) -> int:
+        with self._cond:
+            return sum(self._holding.values())
 
 
 class JobManager:
@@ -102,7 +148,18 @@ class JobManager:
 
     def __init__(self, root: str | os.PathLike | None = None, max_running: int | None = None,
                  keep_finished: int = 64, setup_cache: int = 3, experiment_factory=None,
-                 switch_interval: float | None = SWITCH_INTERVAL, torch_threads: int | None = None):
+                 switch_interval: float | None = SWITCH_INTERVAL, torch_threads: int | None = None,
+                 workers: str | None = None, memory_limit: int | None = None):
+        from cfl_core.experiment import Experiment
+
+        self.workers = workers or os.environ.get(WORKERS_ENV) or "process"
+        if self.workers not in ("process", "thread"):
+            raise ValueError(f"workers must be process or thread, not {self.workers!r}")
+        self._default_factory = Experiment
+        if experiment_factory is not None and experiment_factory is not Experiment:
+            self.workers = "thread"  # an injected experiment lives in this process
+        if self.workers == "process":
+            switch_interval = None  # no training thread here: Python's default switching suits the pages
         if switch_interval is not None and sys.getswitchinterval() > switch_interval:
             # Training runs thousands of small torch ops per round, each releasing and re-taking the GIL.
             # With the default 5 ms switch interval, any Python work in the page thread (building
@@ -110,27 +167,65 @@ class JobManager:
             # hands the GIL back promptly (measured: 20 IFCA rounds 10.4 s -> 0.5 s while a
             # thread renders 30% of the time).
             sys.setswitchinterval(switch_interval)
-        limit_torch_threads(torch_threads)
+        self.torch_threads = limit_torch_threads(torch_threads)
         self.root = Path(root) if root is not None else runs_dir()
         self.root.mkdir(parents=True, exist_ok=True)
         if max_running is None:
             max_running = int(os.environ.get(MAX_RUNNING_ENV) or 2)
-        self.scheduler = Scheduler(max_running)
+        if memory_limit is None:
+            from .estimate import memory_limit as free_memory
+
+            env = os.environ.get(MEMORY_ENV, "")
+            memory_limit = int(env) * 2**20 if env.isdigit() else free_memory("cpu")
+        self.scheduler = Scheduler(max_running, memory_limit)
+        self._spare = None  # a worker process started ahead of the next job
+        self._spare_lock = threading.Lock()
         self.keep_finished = keep_finished
         self._jobs: "collections.OrderedDict[str, Job]" = collections.OrderedDict()
         self._lock = threading.Lock()
         self._setups: "collections.OrderedDict[tuple, object]" = collections.OrderedDict()
         self._setup_cache = setup_cache
         self._setup_lock = threading.Lock()
-        if experiment_factory is None:
-            from cfl_core.experiment import Experiment
-
-            experiment_factory = Experiment
-        self.experiment_factory = experiment_factory
+        self.experiment_factory = experiment_factory or Experiment
         self._helpers: list[threading.Thread] = []
+        self._closed = False
         # Stop and join the workers before the interpreter tears PyTorch down under them
         # (a daemon thread inside a torch op at exit aborts the process).
         atexit.register(self.shutdown, 5.0)
+
+    @property
+    def uses_processes(self) -> bool:
+        """Whether jobs train in worker processes (an experiment factory set later, as tests do, means threads)."""
+        return self.workers == "process" and self.experiment_factory is self._default_factory
+
+    def new_worker(self):
+        """A worker process for a job: the spare one started ahead (then another spare is started), or a new one."""
+        from .worker import Worker
+
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        if spare is None or not spare.process.is_alive():
+            spare = Worker(self.torch_threads)
+        self._start_spare()
+        return spare
+
+    def _start_spare(self) -> None:
+        def start():
+            from .worker import Worker
+
+            try:
+                worker = Worker(self.torch_threads)
+            except Exception:
+                return
+            with self._spare_lock:
+                if self._spare is None and not self._closed:
+                    self._spare = worker
+                    return
+            worker.close()
+
+        thread = threading.Thread(target=start, name="cfl-spare-worker", daemon=True)
+        thread.start()
+        self._helpers.append(thread)
 
     # -- jobs ------------------------------------------------------------------
     def submit(self, units: list[UnitSpec], *, kind: str = "playground", title: str = "", owner: str = "",
@@ -152,12 +247,56 @@ class JobManager:
             raise ValueError("start must be run, pause or step")
         for unit in units:
             unit.config.validate()
+        memory = self._memory_of([u.config for u in units], schedule)
         job_id = job_id or new_job_id(title or units[0].config.algorithm)
         job = Job(self, job_id, kind, title or units[0].label or units[0].config.algorithm, list(units),
-                  owner, schedule, start)
+                  owner, schedule, start, memory_bytes=memory)
         with self._lock:
             self._jobs[job_id] = job
             self._trim()
+        job.start()
+        return job
+
+    def _memory_of(self, configs, schedule: str) -> int:
+        """The job's memory estimate; MemoryRefused when it alone is above the limit (it could never start)."""
+        from .estimate import _bytes, estimate
+
+        need = estimate(configs, parallel=schedule == LOCKSTEP).memory_bytes
+        limit = self.scheduler.memory_limit
+        if limit is not None and need > limit:
+            raise MemoryRefused(f"Too large for this machine: this job needs about {_bytes(need)} of memory; the "
+                                f"limit for all jobs here is {_bytes(limit)}.")
+        return need
+
+    def resume(self, job_id: str, owner: str, start: str = "run") -> Job:
+        """Continue a job read from disk (interrupted or stopped) in this process: its finished units keep their
+        records, the others go on from their last finished round. Only its owner may (ValueError otherwise)."""
+        from cfl_core.config import ExperimentConfig
+
+        from .store import load_job, resumable
+
+        with self._lock:
+            if job_id in self._jobs and self._jobs[job_id].status in LIVE:
+                raise ValueError("this job is already running here")
+        snap = load_job(self.root, job_id)
+        why = resumable(snap, owner)
+        if why:
+            raise ValueError(why)
+        specs, restored = [], []
+        for u in snap.units:
+            config = ExperimentConfig.from_dict(u.config)
+            specs.append(UnitSpec(u.name, config, u.label, dict(u.tags)))
+            done = u.status in (FINISHED, FAILED, DIVERGED)
+            restored.append({"status": u.status if done else PENDING, "records": u.records if done else (),
+                             "summary": u.summary if done else None, "meta": u.meta, "error": u.error if done else None,
+                             "resume": not done and u.folder is not None and (Path(u.folder) / "config.json").exists()})
+            if not done and restored[-1]["resume"]:
+                restored[-1]["records"] = u.records  # shown at once; the worker continues after them
+        memory = self._memory_of([s.config for s in specs], snap.schedule)
+        job = Job(self, job_id, snap.kind, snap.title, specs, snap.owner, snap.schedule, start, restored=restored,
+                  created=snap.created, memory_bytes=memory)
+        with self._lock:
+            self._jobs[job_id] = job
         job.start()
         return job
 
@@ -184,7 +323,8 @@ class JobManager:
         return [j for j in jobs if owner is None or j.owner == owner]
 
     def job_ended(self, job: Job) -> None:
-        """Called by a job's worker when it ends: old ended jobs are forgotten (still on disk)."""
+        """Called by a job's worker when it ends: its memory is free, old ended jobs are forgotten (still on disk)."""
+        self.scheduler.done(job)
         with self._lock:
             self._trim()
 
@@ -200,6 +340,7 @@ class JobManager:
                 del self._jobs[job_id]
 
     def shutdown(self, timeout: float = 10.0) -> None:
+        self._closed = True
         for job in self.jobs():
             job.stop()
         deadline = time.time() + timeout
@@ -207,6 +348,10 @@ class JobManager:
             job.join(max(0.0, deadline - time.time()))
         for thread in self._helpers:
             thread.join(max(0.0, deadline - time.time()))
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
 
     def warm_up(self, config=None, *, background: bool = True):
         """Load the default data and run two throw-away rounds, so the first real Run starts at once.
@@ -228,6 +373,9 @@ class JobManager:
             except Exception:
                 pass  # only an optimisation; a real run reports its own errors
 
+        if self.uses_processes:
+            self._start_spare()  # the fork server imports torch and the core once; the spare is ready for a Run
+            return None
         if not background:
             work()
             return None

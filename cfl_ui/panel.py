@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from .literal import md
 from .controls import (ADVANCED_DATA, ADVANCED_DYNAMICS, ADVANCED_TRAIN, DATA_FIELDS, FIELDS, TRAIN_FIELDS,
                        algorithm_label, choices, help_text, key, option_key, option_settings, source_status)
 
@@ -182,7 +183,7 @@ class Panel:
             name = "options_inner" if "options_inner" in self.slots else "options"
         slot = self.slots.get(name) or self.slots.get("general")
         if slot is not None:
-            slot.error(str(error), icon=":material/warning:")
+            slot.error(md(error), icon=":material/warning:")  # the message echoes the value given: literally
 
     def show_warning(self, name: str, text: str) -> None:
         slot = self.slots.get(name) or self.slots.get("general")

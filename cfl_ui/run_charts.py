@@ -13,6 +13,7 @@ import streamlit as st
 
 from . import figures as F
 from .algorithm_views import embedding_views, extra_views
+from .literal import md
 from .charts import cached, chart, unit_key
 from .embedding import PCA, UMAP, loss_embedding
 from .palette import algorithm_color
@@ -135,7 +136,7 @@ def headline(unit, where=None, *, columns: int = 6) -> None:
 
 def embedding_block(unit, key: str, method: str, active_round=None, height: int = 470, live: bool = False) -> None:
     recs = unit.records
-    label = unit.label
+    label = md(unit.label)  # a run's name: shown literally
     has_loss = unit.meta.get("has_loss_vectors")
     if has_loss is None:
         from cfl_core.algorithms import ALGORITHMS
@@ -175,24 +176,24 @@ def embedding_block(unit, key: str, method: str, active_round=None, height: int 
 
 def view_block(view, key: str) -> None:
     """One per-algorithm view (cfl_ui.algorithm_views): its title, figure, notes and caption."""
-    st.markdown(f"**{view.title}**")
+    st.markdown(f"**{md(view.title)}**")  # titles and captions name keys of the records: shown literally
     if view.figure is not None:
         chart(view.figure, key)
     if view.markdown:
         st.markdown(view.markdown)
-    st.caption(view.caption)
+    st.caption(md(view.caption))
 
 
 def assignment_block(unit, key: str, with_area: bool = True) -> None:
     chart(lambda: F.assignment_heatmap(unit.records), f"{key}.heat", cache=("heat", *unit_key(unit)),
-          title=f"**Who trains which model** · {unit.label}", caption=CAPTIONS["heatmap"])
+          title=f"**Who trains which model** · {md(unit.label)}", caption=CAPTIONS["heatmap"])
     if with_area:
         area_block(unit, key)
 
 
 def area_block(unit, key: str) -> None:
     chart(lambda: F.clients_per_model(unit.records), f"{key}.area", cache=("area", *unit_key(unit)),
-          title=f"**Clients per model** · {unit.label}", caption=CAPTIONS["area"])
+          title=f"**Clients per model** · {md(unit.label)}", caption=CAPTIONS["area"])
 
 
 def series_of(units) -> list:

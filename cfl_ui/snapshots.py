@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 # job and unit statuses
 QUEUED, RUNNING, PAUSED = "queued", "running", "paused"
 FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
+DIVERGED = "diverged"  # training blew up (non-finite or exploding losses): ended, its finished rounds kept
+DAMAGED = "damaged"  # read from disk: a file of the run folder cannot be read as it should (the reason is shown)
 PENDING = "pending"  # a unit that has not started yet
 INTERRUPTED = "interrupted"  # read from disk: no summary, and no process is running it any more
 ELSEWHERE = "running elsewhere"  # read from disk: no summary yet, and rounds.jsonl is still growing
 LIVE = (QUEUED, RUNNING, PAUSED)
-TERMINAL = (FINISHED, STOPPED, FAILED, INTERRUPTED)
+TERMINAL = (FINISHED, STOPPED, FAILED, DIVERGED, INTERRUPTED, DAMAGED)
 LOCKSTEP, SEQUENTIAL = "lockstep", "sequential"
 
 
@@ -45,6 +47,7 @@ class UnitSnapshot:
     error: str | None
     traceback: str | None
     folder: str | None
+    problems: tuple = ()  # what in its folder is damaged (read from disk), one line each
 
     @property
     def rounds_done(self) -> int:
@@ -76,6 +79,7 @@ class JobSnapshot:
     version: int
     from_disk: bool = False
     owner: str = ""
+    waiting: str | None = None  # a queued job held back by the memory limit: why, with the numbers
     paused: float = 0.0  # seconds spent paused after the start (up to the snapshot)
 
     @property
@@ -97,8 +101,12 @@ class JobSnapshot:
 
     @property
     def elapsed(self) -> float:
+        """Seconds it has trained: until it ended, or until now while it runs here. A run read from disk without an
+        end time (the CLI's) counts the time its records took, never the clock."""
         if self.started is None:
             return 0.0
+        if self.ended is None and self.from_disk:
+            return sum(r.seconds for u in self.units for r in u.records)
         return max(0.0, (self.ended or time.time()) - self.started - self.paused)
 
     @property

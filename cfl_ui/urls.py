@@ -13,6 +13,7 @@ import streamlit as st
 
 from . import params as qp
 from .controls import apply_config, default_config, ensure_state, key, option_key
+from .literal import md
 from .presets import DEFAULT_PRESET
 from .session import shared_config
 
@@ -52,8 +53,9 @@ def sync_from_url(prefix: str, load_run_config=None, page_default: dict | None =
 
 
 def add_notes(prefix: str, notes: list[str]) -> None:
-    """More notes on the link just applied (shown once at the top by show_url_notes)."""
-    st.session_state[key(prefix, "_notes")] = (st.session_state.get(key(prefix, "_notes")) or []) + notes
+    """More lines for the page's "ignored from the link" notes (shown once by show_url_notes)."""
+    if notes:
+        st.session_state[key(prefix, "_notes")] = (st.session_state.get(key(prefix, "_notes")) or []) + list(notes)
 
 
 def apply_algo_options(prefix: str, text: str) -> None:
@@ -89,7 +91,7 @@ def algo_options_text(options: dict) -> str | None:
 def show_url_notes(prefix: str) -> None:
     """What in the last link applied to this page could not be used (shown once, at the top)."""
     for note in st.session_state.pop(key(prefix, "_notes"), []) or []:
-        st.warning(note, icon=":material/link:")
+        st.warning(md(note), icon=":material/link:")  # notes echo what the link held: shown literally
 
 
 def write_url(prefix: str, config: dict, extra: dict | None = None) -> dict:
@@ -116,7 +118,7 @@ def link_box(params: dict, note: str = "") -> None:
     """The sidebar's "Link to this page": the page's whole state as a URL, with a copy button."""
     with st.sidebar, st.expander("Link to this page", icon=":material/link:", expanded=False):
         if note:
-            st.caption(note)
+            st.caption(note)  # the page's own words
         st.code(share_link(params), language=None, wrap_lines=True)
 
 

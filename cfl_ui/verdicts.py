@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from .literal import md
 from .controls import source_status, values
 from .panel import Panel
 from .session import set_shared_config
@@ -63,7 +64,7 @@ def validate(panel: Panel, build, *, parallel: bool = True) -> Verdict:
         panel.show_error(err)
         return Verdict([], err, str(err))
     except (TypeError, ValueError) as err:  # a value no control should produce; still say so
-        panel.slots.get("general", st.sidebar).error(str(err))
+        panel.slots.get("general", st.sidebar).error(md(err))
         return Verdict([], err, str(err))
     if blocked:
         return Verdict([], None, blocked)
@@ -92,7 +93,7 @@ def validate_partition(panel: Panel, config: dict) -> Verdict:
         return Verdict([], err, str(err))
     except (TypeError, ValueError) as err:  # a value no control should produce; still say so
         panel.general_slot(st.sidebar)
-        panel.slots["general"].error(str(err))
+        panel.slots["general"].error(md(err))
         return Verdict([], err, str(err))
     return Verdict([pcfg])
 
@@ -101,7 +102,7 @@ def verdict_note(verdict: Verdict, where) -> None:
     """Under the Run buttons: why Run is disabled, or the run's estimated cost."""
     if verdict.blocked:
         if verdict.error is None and verdict.estimate is not None:
-            where.error(verdict.blocked, icon=":material/block:")
+            where.error(md(verdict.blocked), icon=":material/block:")
         else:
             where.caption(":material/warning: Run is disabled until the setting marked in the sidebar is fixed.")
     elif verdict.estimate is not None:

@@ -9,6 +9,7 @@ from cfl_ui import params as Q
 from cfl_ui import session as S
 from cfl_ui import urls as U
 from cfl_ui.controller import JobController
+from cfl_ui.literal import code
 from cfl_ui.live_view import live_fragment
 from cfl_ui.panel import Panel
 from cfl_ui.preset_picker import preset_picker
@@ -21,7 +22,7 @@ DEFAULT_ALGOS = [a for a in ("clove", "ifca", "fedavg", "oracle") if a in ALGORI
 
 
 def chosen() -> list:
-    return [a for a in st.session_state.get(ALGOS_KEY, []) if a in ALGORITHMS]
+    return list(dict.fromkeys(a for a in st.session_state.get(ALGOS_KEY, []) if a in ALGORITHMS))
 
 
 def options_for(algorithms: list) -> dict:
@@ -39,14 +40,19 @@ ctl = JobController(P, "compare", lambda values: J.compare_configs(values, chose
 panel = Panel(P)
 extra = U.sync_from_url(P, load_run_config=first_run_config)
 if extra is not None and extra.get("algos"):
-    st.session_state[ALGOS_KEY] = [a for a in Q.split_list(extra["algos"]) if a in ALGORITHMS]
+    given = Q.split_list(extra["algos"])
+    st.session_state[ALGOS_KEY] = list(dict.fromkeys(a for a in given if a in ALGORITHMS))  # each once
+    ignored = [a for a in given if a not in ALGORITHMS] + (["repeated names"] if len(set(given)) < len(given) else [])
+    if ignored:
+        U.add_notes(P, [f"algos={extra['algos']!r} in the link: {', '.join(map(repr, ignored))} ignored "
+                        "(each algorithm once, from the registry)"])
 if extra is not None and extra.get("algo_options"):
     U.apply_algo_options(P, extra["algo_options"])
 if extra is not None and extra.get("run") and not extra.get("algos"):
     linked = S.snapshot(extra["run"])
     if linked is not None:
         st.session_state[ALGOS_KEY] = [u.algorithm for u in linked.units if u.algorithm in ALGORITHMS]
-ctl.attach(extra)
+U.add_notes(P, ctl.attach(extra))
 st.session_state.setdefault(ALGOS_KEY, list(DEFAULT_ALGOS))
 
 with st.sidebar:
@@ -77,7 +83,7 @@ ctl.flash()
 
 snap = ctl.snapshot()
 if ctl.ref and snap is None:
-    st.warning(f"Comparison `{ctl.ref}` was not found; its settings are loaded — press **Run all** to reproduce it.",
+    st.warning(f"Comparison {code(ctl.ref)} was not found; its settings are loaded — press **Run all** to reproduce it.",
                icon=":material/link:")
 if snap is not None:
     live_fragment(ctl.ref, compare_view.render, initial_status=snap.status)

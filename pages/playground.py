@@ -7,6 +7,7 @@ from cfl_ui import job_specs as J
 from cfl_ui import session as S
 from cfl_ui import urls as U
 from cfl_ui.controller import JobController
+from cfl_ui.literal import code
 from cfl_ui.live_view import live_view
 from cfl_ui.panel import Panel
 from cfl_ui.paths import parse_ref, runs_dir
@@ -55,7 +56,7 @@ panel = Panel(P)
 extra = U.sync_from_url(P, load_run_config=run_config)
 if extra is not None and "vs" in extra:
     st.session_state[VS_KEY] = extra["vs"] if extra["vs"] in ALGORITHMS else NONE
-ctl.attach(extra)
+U.add_notes(P, ctl.attach(extra))
 st.session_state.setdefault(VS_KEY, NONE)
 
 with st.sidebar:
@@ -92,7 +93,7 @@ ctl.flash()
 
 snap = ctl.snapshot()
 if ctl.ref and snap is None:
-    st.warning(f"Run `{ctl.ref}` was not found in `{runs_dir()}` (deleted, or saved on another machine). The "
+    st.warning(f"Run {code(ctl.ref)} was not found in {code(runs_dir())} (deleted, or saved on another machine). The "
                "settings from the link are loaded: press **Run** to reproduce it — same seed, same data, same initial "
                "models.", icon=":material/link:")
 if snap is not None:

@@ -5,6 +5,7 @@ import streamlit as st
 
 from cfl_ui import runs_view as R
 from cfl_ui import session as S
+from cfl_ui.literal import code, md
 from cfl_ui.live_view import live_view
 from cfl_ui.paths import parse_ref, runs_dir
 from cfl_ui.theme import page_header
@@ -23,18 +24,22 @@ page_header("Runs",
             "command line — with all the Playground's charts, exports, and delete.")
 
 manager = S.manager()
+url_ref = st.query_params.get("run")
+if url_ref and st.session_state.get(f"{P}._url") != url_ref:
+    st.session_state[f"{P}._url"] = url_ref
+    if parse_ref(url_ref):
+        st.session_state[SEL_KEY] = url_ref.strip()
+        S.remember(url_ref)  # before listing: a link's run is listed (and shown) on its first load
+    else:
+        st.warning(f"run={md(repr(url_ref))} in the link was ignored (not the reference of a run).",
+                   icon=":material/link:")
 rows, hidden = S.visible_runs()
 rows = R.whole_side_by_side(rows)
-
-url_ref = st.query_params.get("run")
-if url_ref and parse_ref(url_ref) and st.session_state.get(f"{P}._url") != url_ref:
-    st.session_state[SEL_KEY] = url_ref
-    st.session_state[f"{P}._url"] = url_ref
-    S.remember(url_ref)
 
 with st.sidebar:
     st.markdown("### Filter")
     kinds = sorted({r.kind for r in rows}, key=R.kind_order)
+    R.show_new_kinds(kinds, f"{P}.kinds")
     chosen = st.multiselect("Started from", kinds, default=kinds, format_func=lambda k: R.KINDS.get(k, k),
                             key=f"{P}.kinds")
     text = st.text_input("Search", key=f"{P}.search", placeholder="algorithm, data set, id…")
@@ -55,7 +60,11 @@ if picked:
 ref = st.session_state.get(SEL_KEY)
 refs = {r.ref for r in rows}
 if ref not in refs:
-    ref = parse_ref(ref)[0] if ref and parse_ref(ref) and parse_ref(ref)[0] in refs else None
+    whole_ref = parse_ref(ref)[0] if ref and parse_ref(ref) else None
+    if whole_ref in refs:
+        ref = whole_ref  # a unit of a side-by-side run: the run is listed whole
+    elif S.snapshot(ref) is None:
+        ref = None
 if ref is None:
     st.info("Select a run in the table to see its charts.", icon=":material/touch_app:")
     st.query_params.clear()
@@ -65,19 +74,21 @@ st.query_params.from_dict({"run": ref})
 snap = S.snapshot(ref)
 parsed = parse_ref(ref)
 if snap is None or parsed is None:
-    st.warning(f"Run `{ref}` is gone.")
+    st.warning(f"Run {code(ref)} is gone.")
     st.stop()
 unit = snap.unit(parsed[1]) or snap.units[0]
 whole = len(snap.units) > 1 and parsed[1] is None  # a side-by-side run: both algorithms, as it was shown
 
 st.divider()
 head, act = st.columns([3, 2])
-head.markdown(f"### {snap.title if whole else unit.label}  \n`{ref}`")
+head.markdown(f"### {md(snap.title) if whole else md(unit.label)}  \n{code(ref)}")
 with act:
-    a1, a2 = st.columns(2)
+    a1, a2, a3 = st.columns(3)
     a1.page_link("pages/playground.py", label="Open in Playground", icon=":material/science:",
                  query_params={"run": ref})
-    R.delete_action(a2, snap, parsed[0], manager, P, on_deleted=on_deleted)
+    R.resume_action(a2, snap, parsed[0], manager, P)
+    R.delete_action(a3, snap, parsed[0], manager, P, on_deleted=on_deleted)
+R.ownership_note(snap)
 
 if not whole:
     R.downloads(unit, ref, P)

@@ -18,3 +18,10 @@ def random_federation(clients: int, shape, classes: int, seed: int = 0, sizes=(2
         y = torch.randint(0, classes, (n,), generator=gen) if task == "classification" else torch.randn(n, generator=gen)
         out.append(SimpleNamespace(x_train=x, y_train=y, x_test=x[:8], y_test=y[:8], cluster=i % 3))
     return Federation.from_clients(out, task, classes, torch.device(device))
+
+
+def shown(text: str) -> str:
+    """Markdown source as a reader sees it: the backslash escapes (cfl_ui.literal.md) removed."""
+    import re
+
+    return re.sub(r"\\(.)", r"\1", text)

@@ -62,6 +62,74 @@ def test_the_same_config_and_seed_give_the_same_records(name):
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_a_run_stopped_after_any_round_resumes_with_identical_records(name, tmp_path):
+    """The algorithm's whole state goes through the checkpoint (Algorithm.state_dict): no override needed."""
+    config = config_for(name, rounds=5, participation=0.75, newcomer_share=0.25, newcomer_round=2)
+    reference = Experiment(config, out_dir=tmp_path / "reference")
+    reference.run()
+    for stop_after in (1, 3):
+        folder = tmp_path / f"stopped-{stop_after}"
+        exp = Experiment(config, out_dir=folder)
+        for _ in range(stop_after):
+            exp.step()
+        exp.close()  # status stopped
+        resumed = Experiment.resume(folder)
+        assert resumed.round == stop_after
+        resumed.run()
+        assert written(folder) == written(tmp_path / "reference"), f"{name}: resumed after round {stop_after - 1}"
+
+
+def _train_slowly(config: ExperimentConfig, folder) -> None:
+    """A child's whole life: the run, a pause after each round so that the parent's SIGKILL lands mid-run."""
+    import time
+
+    Experiment(config, out_dir=folder).run(on_round=lambda record: time.sleep(0.2))
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_a_run_killed_with_sigkill_mid_way_resumes_with_identical_records(name, tmp_path):
+    """SIGKILL (no handler, no summary, possibly mid-round or mid-write), then resume: every record but timings
+    equals an uninterrupted run's, and so does the summary."""
+    import multiprocessing
+    import os
+    import signal
+    import time
+
+    config = config_for(name, rounds=10, participation=0.75, newcomer_share=0.25, newcomer_round=2)
+    folder = tmp_path / "killed"
+    child = multiprocessing.get_context("fork").Process(target=_train_slowly, args=(config, folder))
+    child.start()
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and child.is_alive():
+            lines = folder / "rounds.jsonl"
+            if lines.exists() and lines.read_text().count("\n") >= 3:
+                break
+            time.sleep(0.005)
+        time.sleep(0.1)  # somewhere in the next round, its record or its checkpoint
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.join(30)
+    assert child.exitcode == -signal.SIGKILL, "the run must still be going when it is killed"
+    assert 3 <= len(written(folder)) < 10 and not (folder / "summary.json").exists()
+    Experiment.resume(folder).run()
+    reference = Experiment(config, out_dir=tmp_path / "reference")
+    reference.run()
+    assert written(folder) == written(tmp_path / "reference")
+    summaries = [json.loads((f / "summary.json").read_text()) for f in (folder, tmp_path / "reference")]
+    for s in summaries:
+        s.pop("total_seconds")
+    assert summaries[0] == summaries[1]
+
+
+def written(folder) -> list[dict]:
+    out = [json.loads(line) for line in (folder / "rounds.jsonl").read_text().splitlines()]
+    for r in out:
+        r.pop("seconds")
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_options_round_trip_through_the_cli_and_a_config_file(name, tmp_path):
     declared = settings_of(ALGORITHMS[name].Options)
     given = {}

@@ -31,10 +31,14 @@ def test_markers_depth_names_and_symlinks(tmp_path):
     assert found == {("a",): "config.json", ("b", "c", "d"): "config.json", ("job",): "ui.json"}
     shallow = {rel for rel, _, _ in walk_run_folders(tmp_path, max_depth=2)}
     assert shallow == {("a",), ("job",), (".hidden",)}  # d is too deep; no filter: the hidden folder too
-    # a symlinked run folder is reported, but the walk never descends through a symlink
+    # symbolic links are never followed: a linked run folder is not reported, a linked folder not entered,
+    # and a linked marker file does not make a folder a run folder
     os.symlink(tmp_path / "a", tmp_path / "alink")
+    (tmp_path / "e").mkdir()
+    os.symlink(tmp_path / "a" / "config.json", tmp_path / "e" / "config.json")
     found = {rel for rel, _, _ in walk_run_folders(tmp_path, max_depth=3)}
-    assert ("alink",) in found and ("link", "c", "d") not in found
+    assert ("alink",) not in found and ("link", "c", "d") not in found and ("e",) not in found
+    assert ("a",) in found and ("b", "c", "d") in found
     assert list(walk_run_folders(tmp_path / "missing")) == []
 
 

@@ -29,7 +29,7 @@ def test_a_bad_grid_value_names_its_place_and_the_allowed_values():
 
 def test_base_values_go_through_their_settings():
     err = _error({"base": {"rounds": 0}, "grid": {"seed": [0]}})
-    assert err.parameter == "base.rounds" and "a whole number >= 1" in err.allowed
+    assert err.parameter == "base.rounds" and "a whole number in [1," in err.allowed
     err = _error({"base": {"unsupervised": "false"}, "grid": {"seed": [0]}})  # a string is never a boolean
     assert err.parameter == "base.unsupervised" and "true or false" in err.allowed
 

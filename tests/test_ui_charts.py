@@ -85,6 +85,29 @@ def test_chart_draws_title_figure_and_caption_with_the_toolbar_config_and_reuses
                                                            "plotly_chart"]
 
 
+def test_a_cached_chart_is_copied_and_encoded_once_and_sends_exactly_plotlys_json(monkeypatch):
+    """Live refreshes of every session redraw the same cached figure: st.plotly_chart gets its dict and JSON made
+    the first time (copying and encoding each figure per session per second took most of a loaded server's time)."""
+    import plotly.io as pio
+    from plotly.basedatatypes import BaseFigure
+
+    copies = []
+    real = BaseFigure.to_dict
+    monkeypatch.setattr(BaseFigure, "to_dict", lambda self: copies.append(1) or real(self))
+    at = AppTest.from_function(chart_script, default_timeout=30).run()
+    assert not at.exception
+    first = len(copies)
+    at.run()
+    at.run()
+    assert len(copies) - first == 2  # only the uncached "plain" chart, once per rerun
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    import plotly.graph_objects as go
+
+    expected = charts._PLOTLY_TO_JSON(go.Figure(go.Scatter(x=[0, 1], y=[1, 0])).to_dict(), validate=False)
+    assert spec == json.loads(expected) and spec["data"][0]["x"] == [0, 1]
+    assert pio.to_json({"data": []}, validate=False) == charts._PLOTLY_TO_JSON({"data": []}, validate=False)
+
+
 def test_every_chart_of_every_page_goes_through_the_chart_helper():
     sources = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "cfl_ui").glob("*.py"))]
     direct = [str(p.relative_to(ROOT)) for p in sources
@@ -111,3 +134,29 @@ def in_order(node):
             yield from in_order(child)
         else:
             yield child
+
+
+def test_sessions_polling_a_running_unit_draw_the_same_round_count_within_an_interval():
+    """However many sessions watch a job making rounds faster than they poll, its figures are built at most once per
+    interval: every session's poll in that interval draws the count first seen in it (charts cached per count)."""
+    import dataclasses
+
+    from cfl_ui.live_view import steady
+    from cfl_ui.snapshots import UnitSnapshot
+
+    class Rec(int):
+        round = property(int)
+
+    def unit(n):
+        return UnitSnapshot(ref="job-frames-test", name="", label="x", tags={}, config={}, status="running",
+                            records=tuple(map(Rec, range(n))), total_rounds=100, summary=None, meta={}, error=None,
+                            traceback=None, folder="/f")
+
+    assert steady(unit(3), now=100.0).records == (0, 1, 2)
+    later = [steady(unit(n), now=100.0 + t) for n, t in ((4, 0.2), (6, 0.5), (7, 0.99))]
+    assert [u.rounds_done for u in later] == [3, 3, 3]  # three sessions, one picture
+    assert len({charts.unit_key(u) for u in later}) == 1
+    assert steady(unit(8), now=101.0).rounds_done == 8  # the next interval draws what there is
+    assert steady(unit(2), now=101.1).rounds_done == 2  # never more than the unit holds (a restarted job)
+    other = dataclasses.replace(unit(9), ref="job-frames-other")
+    assert steady(other, now=101.2).rounds_done == 9  # each unit has its own

@@ -197,11 +197,12 @@ def test_changed_settings_start_a_new_job_in_place_of_the_paused_one(runs):
 
 
 def test_a_refused_submit_is_flashed_and_submits_nothing(runs):
-    at = session(rounds=200000)  # far beyond the time limit: the estimate refuses it
+    at = session(rounds=100000, local_epochs=500)  # far beyond the time limit: the estimate refuses it
     assert at.button(key="t.run_btn").disabled and "Too large" in at.sidebar.error[0].value
     at = session()
     assert not at.button(key="t.run_btn").disabled
-    at.session_state["t.rounds"] = 200000  # changed in the same rerun as the press: the press checks again
+    at.session_state["t.rounds"] = 100000  # changed in the same rerun as the press: the press checks again
+    at.session_state["t.local_epochs"] = 500
     press(at, "run")
     assert "t.run" not in at.session_state
     assert any("Too large for this machine" in e.value for e in at.main.error)
@@ -225,7 +226,13 @@ def test_a_second_browser_cannot_control_the_first_browsers_job(runs):
     assert job.status == S.PAUSED and job.snapshot().rounds_done == 1
     ok(first.run())
     assert "stop" in enabled(first)  # the owner still controls it
-    linked = session(query={"run": job.id})  # whoever opens the job's link gets the controls (shared links)
-    assert any(f"shown: {job.id} controllable: True" in m.value for m in linked.markdown)
+    linked = session(query={"run": job.id})  # a shared link is read access: the job is shown, not controlled
+    assert any(f"shown: {job.id} controllable: False" in m.value for m in linked.markdown)
+    assert enabled(linked) == {"run", "step"} and linked.button(key="t.run_btn").label == "Run"
+    assert any("Read-only" in c.value and "another browser" in c.value for c in linked.sidebar.caption)
+    linked.session_state["t.call"] = "stop"  # the link holder's forged Stop
+    ok(linked.run())
+    time.sleep(0.3)
+    assert job.status == S.PAUSED
     press(first, "stop")
     assert job.join(30) and job.snapshot().status == S.STOPPED

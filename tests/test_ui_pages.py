@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from cfl_core.config import ExperimentConfig
 from cfl_core.experiment import Experiment
+from tests.helpers import shown
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SMALL = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 30, "rounds": 3, "local_epochs": 1}
@@ -72,7 +73,7 @@ def wait_sweeps(timeout: float = 180) -> None:
 
 
 def errors(at: AppTest) -> list[str]:
-    return [e.value for e in at.error]
+    return [shown(e.value) for e in at.error]
 
 
 # -- Playground ---------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ def test_playground_bad_config_shows_its_message_by_the_control_and_disables_run
 
 def test_playground_refuses_requests_too_large_with_the_estimate(runs):
     at = ok(app())
-    set_values(at, "pg", {"rounds": 200000})
+    set_values(at, "pg", {"rounds": 100000, "local_epochs": 500})
     assert any("Too large for this machine" in e and "the limit here is" in e for e in errors(at))
     assert at.button(key="pg.run_btn").disabled
 
@@ -319,10 +320,10 @@ def test_partitions_page(runs):
 
 
 # -- Runs --------------------------------------------------------------------------------------------
-def test_runs_page_lists_reopens_exports_and_deletes(runs):
+def test_runs_page_lists_reopens_exports_and_deletes_only_its_own(runs):
     at = ok(app("pages/runs.py"))
     assert any("No saved runs yet" in i.value for i in at.info)
-    Experiment(ExperimentConfig(**SMALL, models=2), out_dir=runs / "cli-run").run()  # a CLI run: everyone's
+    Experiment(ExperimentConfig(**SMALL, models=2), out_dir=runs / "cli-run").run()  # a CLI run: the disk user's
     from cfl_ui.manager import JobManager
     from cfl_ui.snapshots import UnitSpec
 
@@ -336,14 +337,96 @@ def test_runs_page_lists_reopens_exports_and_deletes(runs):
     assert charts(at) >= 5
     labels = {b.label for b in at.get("download_button")}
     assert {"Per-round metrics (CSV)", "Config (JSON)", "Summary (JSON)"} <= labels
+    delete = at.button(key="runs.delete")
+    assert delete.disabled and "command line" in delete.help  # read-only: the terminal's user deletes it
+    # a run of this browser: started in the Playground, deleted from the Runs page after confirming
+    at.switch_page("app.py").run()
+    set_values(at, "pg", SMALL)
+    at.button(key="pg.run_btn").click()
+    ok(at.run())
+    wait_job(at, "pg.run")
+    mine = at.session_state["pg.run"]
+    at.query_params.clear()
+    at.query_params["run"] = mine
+    ok(at.switch_page("pages/runs.py").run())
+    assert not at.button(key="runs.delete").disabled
     at.button(key="runs.delete").click()
     ok(at.run())
     assert any("cannot be undone" in w.value for w in at.warning)
     at.button(key="runs.yes").click()
     ok(at.run())
-    assert not (runs / "cli-run").exists() and (runs / hidden.id).exists()
+    assert not (runs / mine).exists() and (runs / hidden.id).exists() and (runs / "cli-run").exists()
     summary = json.loads((runs / hidden.id / "summary.json").read_text())
     assert summary["status"] == "finished"
+
+
+def test_a_link_to_another_browsers_run_shows_it_at_once_read_only(runs):
+    """The first load of /runs?run=<id> shows the run; Delete and Resume are disabled, and the page says why."""
+    from cfl_ui.manager import JobManager
+    from cfl_ui.snapshots import UnitSpec
+
+    other = JobManager(runs, switch_interval=None)
+    job = other.submit([UnitSpec("", ExperimentConfig(**SMALL, models=2))], owner="browser-a")
+    assert job.join(120)
+    (runs / job.id / "summary.json").unlink()  # an interrupted run (its server was killed): resumable by its owner
+    ui = json.loads((runs / job.id / "ui.json").read_text())
+    ui["status"], ui["server"]["pid"] = "running", 2**22 + 7  # a process that does not exist
+    (runs / job.id / "ui.json").write_text(json.dumps(ui))
+    at = ok(app("pages/runs.py", query={"run": job.id}))
+    assert job.id in list(at.dataframe[0].value["id"])
+    assert charts(at) >= 5  # shown on the first load
+    assert any("started in another browser" in c.value for c in at.caption)
+    delete, resume = at.button(key="runs.delete"), at.button(key="runs.resume")
+    assert delete.disabled and "another browser" in delete.help
+    assert resume.disabled and "only the browser that started" in resume.help.lower()
+    # a forged confirmation (a stale page of the link holder) deletes nothing
+    at.session_state["runs.confirm"] = job.id
+    ok(at.run())
+    assert not any(b.key == "runs.yes" for b in at.button)
+    assert (runs / job.id).exists()
+
+
+def test_resume_an_interrupted_run_from_the_runs_page(runs):
+    at = ok(app())
+    set_values(at, "pg", {**SMALL, "rounds": 5})
+    at.button(key="pg.run_btn").click()
+    ok(at.run())
+    wait_job(at, "pg.run")
+    mine = at.session_state["pg.run"]
+    reference = [json.loads(line) for line in (runs / mine / "rounds.jsonl").read_text().splitlines()]
+    # as if the server was killed after round 2: rounds 3 and 4 and the summary never written, ui.json says running
+    folder = runs / mine
+    (folder / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reference[:3]))
+    (folder / "summary.json").unlink()
+    ui = json.loads((folder / "ui.json").read_text())
+    ui["status"], ui["units"][0]["status"], ui["server"]["pid"] = "running", "running", 2**22 + 7
+    (folder / "ui.json").write_text(json.dumps(ui))
+    manager().forget(mine)
+    import torch
+
+    from cfl_core.config import ExperimentConfig as EC
+    from cfl_core.experiment import Experiment as X
+    # the checkpoint of round 2, as the killed run left it
+    exp = X(EC.from_dict(ui["units"][0]["config"]), out_dir=runs / "scratch")
+    for _ in range(3):
+        exp.step()
+    (folder / "checkpoint.pt").write_bytes((runs / "scratch" / "checkpoint.pt").read_bytes())
+    torch.load(folder / "checkpoint.pt", weights_only=True)
+    import shutil
+
+    shutil.rmtree(runs / "scratch")
+    at.query_params.clear()
+    at.query_params["run"] = mine
+    ok(at.switch_page("pages/runs.py").run())
+    assert at.button(key="runs.resume").disabled is False
+    at.button(key="runs.resume").click()
+    ok(at.run())
+    assert manager().get(mine).join(120)
+    again = [json.loads(line) for line in (folder / "rounds.jsonl").read_text().splitlines()]
+    for r in again + reference:
+        r.pop("seconds")
+    assert again == reference
+    assert json.loads((folder / "summary.json").read_text())["status"] == "finished"
 
 
 def test_compare_page_keeps_each_algorithms_own_options(runs):

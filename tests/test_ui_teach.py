@@ -149,15 +149,17 @@ def test_runs_page_keeps_a_side_by_side_run_whole_and_delete_clears_the_selectio
     from cfl_ui.manager import JobManager
     from cfl_ui.job_specs import playground_configs, playground_units
 
+    at = AppTest.from_file(APP, default_timeout=90)
+    ok(at.run())
+    ok(at.switch_page("pages/runs.py").run())
+    me = at.session_state["cfl.owner"]  # this browser's runs: only their owner may delete them
     other = JobManager(runs, switch_interval=None)
     base = ExperimentConfig(**{**SMALL, "algorithm": "ifca", "init": "same"}).to_dict()
     units, _ = playground_units(playground_configs(base, "clove"))
-    pair = other.submit(units, kind="playground", owner="")
+    pair = other.submit(units, kind="playground", owner=me)
     single = other.submit([S.UnitSpec("", ExperimentConfig(**SMALL, algorithm="clove"))], kind="playground",
-                          owner="")
+                          owner=me)
     assert pair.join(120) and single.join(120)
-    at = AppTest.from_file(APP, default_timeout=90)
-    ok(at.run())
     at.query_params.update({"run": pair.id})
     ok(at.switch_page("pages/runs.py").run())
     table = at.dataframe[0].value

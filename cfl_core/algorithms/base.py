@@ -5,6 +5,12 @@ aggregated; the engine does the training, aggregation and loss measurement
 for all of them alike. Subclasses set the class attributes, an `Options`
 dataclass for their own settings, and implement `setup` and `run_round`.
 Traffic is never counted here: the engine's operations count it themselves.
+
+Checkpoints come for free: `state_dict()` is every attribute of the instance
+except the wiring rebuilt from the config (`ctx`, `cfg`, `engine`, `opts`), and
+`cfl_core.checkpoint` saves tensors, numpy arrays, plain values and the
+dataclasses an algorithm lists in `state_classes`. An algorithm overrides
+`state_dict`/`load_state_dict` only for state that format cannot hold.
 """
 from __future__ import annotations
 
@@ -69,7 +75,7 @@ class InitOptions(WeightingOptions):
         None, Interval(0, 1, low_open=True), label="Restart: least share per model", none_means="the rule's",
         help="init=restarts: redraw the models until each wins at least this share of the clients at round 0 "
              "(overrides the threshold rule)")
-    restart_attempts: int = setting(50, Interval(1), label="Restart: most draws",
+    restart_attempts: int = setting(50, Interval(1, 1000), label="Restart: most draws",
                                     help="init=restarts: give up after this many draws and keep the best")
 
     def check(self, cfg) -> None:
@@ -123,6 +129,8 @@ class Algorithm(ABC):
     model_aggregation_because: str | None = None
     needs_labels = False  # True: class labels are needed (class prototypes): no unsupervised or regression runs
     Options = NoOptions
+    state_classes: tuple[type, ...] = ()  # dataclasses its state may hold (the checkpoint's allow-list)
+    WIRING = ("ctx", "cfg", "engine", "opts")  # rebuilt from the config on resume, never checkpointed
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
@@ -137,6 +145,10 @@ class Algorithm(ABC):
     def validate_config(cls, cfg) -> None:
         if cls.needs_models and cfg.models is None:
             raise ConfigError("models", None, f"a number of models (K-hat >= 1): {cls.name} needs one")
+        if cls.needs_models and cfg.models > cfg.num_clients:
+            # K-hat models for at most that many clusters: more models than clients can never be used
+            raise ConfigError("models", cfg.models, f"at most the number of clients ({cfg.num_clients}): {cls.name} "
+                                                    "keeps one model per cluster of clients")
         cls.parse_options(cfg.options).check(cfg)
         if cls.needs_labels:
             cls.require_labels(cfg)
@@ -190,6 +202,16 @@ class Algorithm(ABC):
             raise ConfigError("unsupervised", cfg.unsupervised, f"false for {cls.name}: it needs class labels")
         if dataset_info(cfg.dataset).task != "classification":
             raise ConfigError("algorithm", cls.name, "a classification data set: its prototypes are per class")
+
+    # -- checkpoints ----------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that changes as the run goes: every attribute but the wiring (see the module docstring)."""
+        return {name: value for name, value in vars(self).items() if name not in self.WIRING}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put a `state_dict()` back (after construction, in place of `setup`)."""
+        for name, value in state.items():
+            setattr(self, name, value)
 
     # -- shared helpers -----------------------------------------------------
     def base_model(self) -> torch.Tensor:

@@ -257,6 +257,7 @@ class CFL(Algorithm):
     label = "CFL (Sattler)"
     summary = "One cluster at first; a cluster splits in two when its clients' updates disagree (cosine similarity)."
     Options = CFLOptions
+    state_classes = (TreeNode,)  # the parameter tree is checkpointed with the models
 
     @classmethod
     def validate_config(cls, cfg) -> None:

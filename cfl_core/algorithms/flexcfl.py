@@ -79,8 +79,8 @@ class FedGroupOptions(WeightingOptions):
     alpha: float = setting(20.0, Interval(0, low_open=True), label="Cold-start clients (alpha x models)", step=1.0,
                            allowed_text="a positive number (alpha x models clients pre-train)",
                            help="group cold start pre-trains alpha x m clients (every present client if fewer)")
-    pretrain_epochs: int = setting(5, Interval(1), label="Pre-training epochs",
-                                   allowed_text="a whole number of epochs >= 1",
+    pretrain_epochs: int = setting(5, Interval(1, 1000), label="Pre-training epochs",
+                                   allowed_text="a whole number of epochs in [1, 1000]",
                                    help="local epochs of a cold-start pre-training from the initial model")
     measure: str = setting("edc", Choice(MEASURES), label="Measure",
                            help="edc: KMeans++ on EDC features; madc: complete linkage on MADC")
@@ -167,7 +167,9 @@ class FedGroup(Algorithm):
 
     @property
     def migrates(self) -> bool:
-        return bool(getattr(self.opts, "migration", False)) and not self.cfg.unsupervised
+        # migration compares label distributions: none without labels (unsupervised runs, regression data)
+        return bool(getattr(self.opts, "migration", False)) and not self.cfg.unsupervised and \
+            self.ctx.fed.task == "classification"
 
     def _pretrain_config(self):
         return dataclasses.replace(self.engine.train_cfg, local_epochs=self.opts.pretrain_epochs)

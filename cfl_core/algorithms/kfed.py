@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from sklearn.cluster import KMeans
+from sklearn.metrics import pairwise_distances_argmin
 
 from ..engine.seeding import derive_seed
 from ..settings import Interval, setting
@@ -77,8 +78,10 @@ class KFed(Algorithm):
         local = self.engine.upload_local_centres(clients, self.opts.local_k, self.cfg.seed)
         centres = np.concatenate([c for c, _ in local])
         k = min(k, len(centres))
-        self.server = KMeans(k, n_init=10, random_state=derive_seed(self.cfg.seed, "kfed-server") % 2**31).fit(centres)
-        labels, start = self.server.labels_, 0
+        server = KMeans(k, n_init=10, random_state=derive_seed(self.cfg.seed, "kfed-server") % 2**31).fit(centres)
+        # only the server's centres are kept: what a checkpoint can hold, and all a newcomer's vote needs
+        self.server_centres = server.cluster_centers_
+        labels, start = server.labels_, 0
         votes = []
         for client, (c, sizes) in zip(clients.tolist(), local):
             cluster, counts = vote(labels[start : start + len(c)], sizes, self.num_models)
@@ -93,7 +96,8 @@ class KFed(Algorithm):
     def place_newcomers(self, clients, round_index):
         for client, (c, sizes) in zip(clients.tolist(), self.engine.upload_local_centres(clients, self.opts.local_k,
                                                                                         self.cfg.seed)):
-            self.assign[client] = vote(self.server.predict(c), sizes, self.num_models)[0]
+            nearest = pairwise_distances_argmin(c.astype(self.server_centres.dtype), self.server_centres)
+            self.assign[client] = vote(nearest, sizes, self.num_models)[0]
 
     def run_round(self, round_index, participants):
         self.models, train_loss = self.engine.train_and_aggregate(

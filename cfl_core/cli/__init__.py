@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-from ..errors import ConfigError, DataUnavailable
+from ..errors import ConfigError, DataUnavailable, ResumeError
 
 # (module name, one-line help) in the order `--help` lists them.
 COMMAND_MODULES = [
@@ -47,10 +47,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, DataUnavailable) as exc:
+    except (ConfigError, DataUnavailable, ResumeError) as exc:
         # People get one readable line, never a traceback, for requests that cannot work.
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a folder or file the system refuses (gone, read-only, full): one line too
+        text = f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else exc.strerror or str(exc)
+        print(f"error: {text}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

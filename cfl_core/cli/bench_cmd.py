@@ -122,7 +122,22 @@ def _command(args) -> str:
     return " ".join(parts)
 
 
+# least value of each numeric flag (one readable line for anything smaller, before any work)
+_LEAST = {"repeats": 1, "sequential_repeats": 1, "matmul_n": 1, "loss_clients": 1, "round_clients": 1,
+          "samples": 1, "threads": 1, "big_round_clients": 0, "strategy_clients": 0}
+
+
+def check_numbers(args) -> None:
+    from ..errors import ConfigError
+
+    for name, least in _LEAST.items():
+        value = getattr(args, name, None)
+        if value is not None and value < least:
+            raise ConfigError("--" + name.replace("_", "-"), value, f"a whole number >= {least}")
+
+
 def run(args) -> int:
+    check_numbers(args)
     threads_before = torch.get_num_threads()
     if args.threads:
         torch.set_num_threads(args.threads)

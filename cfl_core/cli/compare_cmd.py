@@ -7,10 +7,10 @@ Identical clients and initial models follow from the identical seed and data fie
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from ..compare import compare_table, comparison_configs
 from ..errors import ConfigError
+from .flags import out_folder
 from .run_cmd import add_experiment_flags, config_from_args, profile_request, summary_line
 from .sweep_cmd import SweepBar, add_executor_flags
 
@@ -38,8 +38,9 @@ def run(args) -> int:
     if not names:
         raise ConfigError("algorithms", args.algorithms, "a comma-separated list such as clove,ifca,fedavg,oracle")
     base = config_from_args(args, validate=False, profile=False, algorithm=names[0])
-    out = Path(args.out)
+    # every algorithm's config refused before anything is written
     spec = SweepSpec.from_dict(compare_spec(base, names, profile_request(args)))
+    out = out_folder(args.out, empty=False)  # a folder (never a file, '' or /proc); the same command resumes it
     bar = SweepBar("compare")
     try:
         outcome = run_sweep(spec, out, executor=args.executor, workers=args.workers, cpus_per_run=args.cpus_per_run,

@@ -9,7 +9,7 @@ from collections import Counter
 from ..data import dataset_info, load_dataset
 from ..partition import PARTITION_HELP, PartitionConfig, build_partition
 from ..settings import settings_of
-from .flags import add_setting_flags
+from .flags import add_setting_flags, out_folder
 
 # Names are checked by PartitionConfig.validate (not argparse choices) so that a bad
 # name fails with the same one-line message as every other bad value.
@@ -61,9 +61,9 @@ def summary_lines(partition) -> list[str]:
 def run(args) -> int:
     config = config_from_args(args)
     config.validate(dataset_info(config.dataset))  # refuse before loading anything
+    out_folder(args.out, empty=False)  # an existing partition.json is replaced: the same arguments give the same file
     dataset = load_dataset(config.dataset, data_dir=args.data_dir, download=args.download)
     partition = build_partition(dataset, config)
-    os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "partition.json")
     with open(path, "w") as f:
         f.write(json.dumps(partition.to_json(), sort_keys=True, indent=1) + "\n")

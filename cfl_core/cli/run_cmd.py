@@ -9,7 +9,7 @@ from ..config import ExperimentConfig, load_config_file
 from ..errors import ConfigError
 from ..profiles import PROFILES, apply_profile
 from ..settings import settings_of
-from .flags import add_setting_flags, key_values
+from .flags import add_setting_flags, key_values, out_folder
 
 def add_experiment_flags(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
     add_setting_flags(parser, settings_of(ExperimentConfig), skip)
@@ -114,26 +114,59 @@ def summary_line(summary: dict, folder) -> str:
     return ", ".join(parts) + (f" -> {folder}" if folder else "")
 
 
+def given_settings(args) -> list[str]:
+    """The flags of settings given on the command line (for --resume, which takes none)."""
+    flags = [s.flag_name for name, s in settings_of(ExperimentConfig).items()
+             if s.flag and getattr(args, name, None) is not None]
+    for name, flag in (("option", "--option"), ("shift_option", "--shift-option"), ("config", "--config")):
+        if getattr(args, name, None):
+            flags.append(flag)
+    return flags
+
+
 def run(args) -> int:
     from ..experiment import Experiment
 
-    config = config_from_args(args)
-    exp = Experiment(config, out_dir=args.out)
+    if args.resume is not None:
+        given = given_settings(args) + (["--out"] if args.out is not None else []) + \
+            (["--overwrite"] if args.overwrite else [])
+        if given:
+            raise ConfigError(given[0], getattr(args, given[0].lstrip("-").replace("-", "_"), None),
+                              "nothing beside --resume DIR: a resumed run keeps the settings in DIR/config.json")
+        exp = Experiment.resume(args.resume)
+        out, config = args.resume, exp.config
+        print(f"resuming {out} after round {exp.round - 1}" if exp.round else f"restarting {out} from round 0",
+              file=sys.stderr)
+    else:
+        config = config_from_args(args)
+        if args.out is None:
+            raise ConfigError("--out", None, "the run folder to write (or --resume DIR to continue a run)")
+        out = out_folder(args.out, overwrite=args.overwrite)
+        exp = Experiment(config, out_dir=out, overwrite=args.overwrite)
     bar = ProgressBar(config.rounds, config.algorithm)
+    if exp.round:
+        bar.started -= sum(r.seconds for r in exp.records)
     try:
         summary = exp.run(on_round=bar.update)
     except KeyboardInterrupt:
         summary = exp.close("stopped")
-        print(summary_line(summary, args.out))
+        print(summary_line(summary, out))
         return 130
-    print(summary_line(summary, args.out))
+    print(summary_line(summary, out))
+    if summary.get("status") == "diverged":
+        print(f"error: {summary.get('error')}", file=sys.stderr)
+        return 1
     return 0
 
 
 def register(sub) -> None:
     parser = sub.add_parser("run", help="run one experiment and write its run folder",
                             description="Run one clustered-FL experiment; writes config.json, rounds.jsonl "
-                                        "(one line per round, as it goes) and summary.json to --out.")
+                                        "(one line per round, as it goes), a checkpoint of the latest round and "
+                                        "summary.json to --out. --resume DIR continues a stopped or "
+                                        "interrupted run from its last finished round.")
     add_experiment_flags(parser)
-    parser.add_argument("--out", required=True, help="run folder to write")
+    parser.add_argument("--out", help="run folder to write (a new or empty folder)")
+    parser.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
+    parser.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last finished round")
     parser.set_defaults(func=run)

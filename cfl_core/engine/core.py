@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..errors import Diverged
 from . import aggregate, summaries
 from .federation import Federation
 from .models import ModelSpec, per_sample_correct, per_sample_loss
@@ -20,6 +21,13 @@ from .training import (BatchSchedule, OptimizerMemory, TrainConfig, batch_schedu
                        train_batched)
 
 AGGREGATIONS = ("model", "gradient")  # CLoVE's Option I (model averaging) and Option II
+
+
+def finite(values: torch.Tensor, what: str) -> torch.Tensor:
+    """`values` unchanged, or Diverged when any is inf or NaN (training blew up: nothing after it is meaningful)."""
+    if values.numel() and not bool(torch.isfinite(values).all()):
+        raise Diverged(f"{what} are not finite numbers (inf or NaN)")
+    return values
 
 
 @dataclass
@@ -118,7 +126,7 @@ class Engine:
             if part is not None:
                 memory.store(clients[lo:hi], part)
             losses.append(loss)
-        return result, (torch.cat(losses).cpu() if losses else torch.zeros(0))
+        return finite(result, "the trained model parameters"), (torch.cat(losses).cpu() if losses else torch.zeros(0))
 
     def federated_train(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor,
                         round_index: int, train: TrainConfig | None = None, stream: int | None = None,
@@ -238,7 +246,8 @@ class Engine:
                 losses.append(loss)
             aggregate.add_weighted(sums, totals, contribution, owners, w)
         mean, trained = aggregate.group_means(sums, totals)
-        new = models - self.train_cfg.lr * mean if self.aggregation == "gradient" else mean
+        new = finite(models - self.train_cfg.lr * mean if self.aggregation == "gradient" else mean,
+                     "the aggregated model parameters")
         return aggregate.keep_untrained(new, models, trained), (torch.cat(losses) if losses else torch.zeros(0))
 
     # -- what clients compute from their data and send -----------------------------------------
@@ -304,7 +313,7 @@ class Engine:
         self.traffic.send(models, clients)
         if uploads:
             self.traffic.receive_floats(len(clients), models.shape[0])
-        return self._loss_values(models, clients)
+        return finite(self._loss_values(models, clients), "the clients' training losses")
 
     @torch.no_grad()
     def _loss_values(self, models: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:

@@ -17,6 +17,11 @@ from .structures import PARTITIONS, check_structure, cluster_transforms, cluster
 # Flower (flwr-datasets) names for the split inside a cluster; `natural`: one client per natural client of the
 # source (FEMNIST's writers, see natural.py).
 WITHIN_SPLITS = ("iid", "dirichlet", "pathological", "natural")
+# Caps: far above any federation this lab builds, so a typo is refused naming its field (not a later one).
+MAX_CLUSTERS = 1_000
+MAX_CLIENTS_PER_CLUSTER = 100_000
+MAX_SAMPLES = 1_000_000
+MAX_SEED = 2**32 - 1
 
 
 def _source_names():
@@ -31,30 +36,30 @@ class PartitionConfig:
                            help="data source (see `python -m cfl_core datasets`)", group="data")
     partition: str = setting("feature-skew", Choice(PARTITIONS), label="Cluster structure",
                              help="what makes the true clusters differ (CLoVE's structures)", group="data")
-    clusters: int = setting(4, Interval(1), label="True clusters",
+    clusters: int = setting(4, Interval(1, MAX_CLUSTERS), label="True clusters",
                             help="how many groups of clients share a distribution", group="data")
-    clients_per_cluster: int = setting(5, Interval(1), label="Clients per cluster",
+    clients_per_cluster: int = setting(5, Interval(1, MAX_CLIENTS_PER_CLUSTER), label="Clients per cluster",
                                        help="clients in each true cluster", group="data")
-    samples_per_client: int = setting(60, Interval(1), label="Samples per client",
+    samples_per_client: int = setting(60, Interval(1, MAX_SAMPLES), label="Samples per client",
                                       help="training samples of each client", group="data")
     test_samples_per_client: int | None = setting(
-        None, Interval(1), label="Test samples per client", group="data", advanced=True,
+        None, Interval(1, MAX_SAMPLES), label="Test samples per client", group="data", advanced=True,
         none_means="half the training samples, at least 10", help="test samples of each client")
     within: str = setting("iid", Choice(WITHIN_SPLITS), label="Split inside a cluster", group="data",
                           advanced=True, help="flwr-datasets names: iid, dirichlet (alpha), pathological; "
                                               "natural: one client per writer (femnist)")
     alpha: float = setting(0.5, Interval(0, low_open=True), label="Dirichlet alpha", group="data", advanced=True,
                            step=0.1, help="Dirichlet concentration for within=dirichlet; smaller = more uneven labels")
-    num_classes_per_partition: int = setting(2, Interval(1), label="Labels per client (pathological)",
+    num_classes_per_partition: int = setting(2, Interval(1, MAX_CLUSTERS), label="Labels per client (pathological)",
                                              group="data", advanced=True,
                                              help="labels per client for within=pathological")
-    quantity_skew: float = setting(0.0, Interval(0), label="Quantity skew", group="data", advanced=True, step=0.1,
+    quantity_skew: float = setting(0.0, Interval(0, 10), label="Quantity skew", group="data", advanced=True, step=0.1,
                                    help="0 = equal client sizes; > 0 = power-law exponent of client sizes")
     sample_with_replacement: bool = setting(
         False, label="Samples may repeat", group="data", advanced=True,
         help="draw each client's samples from the whole pool independently of the other clients, so "
              "clients may share samples (more clients x samples than the pool holds); off = disjoint samples")
-    seed: int = setting(0, Interval(0), label="Seed", group="training",
+    seed: int = setting(0, Interval(0, MAX_SEED), label="Seed", group="training",
                         help="random seed: same seed = same data, same initial models, same run")
 
     @property

@@ -1,0 +1,46 @@
+"""Which process writes a run, and whether it still lives: a run folder's heartbeat.
+
+A writer records its process identity (host, pid and the process's start time,
+so a pid reused by a later process is not mistaken for it). A reader on the
+same host then knows at once whether a run without a summary is still being
+written (its process lives) or was interrupted (it does not); on another host,
+or where the start time cannot be read, it cannot tell (`None`), and callers
+fall back to how recently the run's files changed.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux /proc), None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    # the command name (field 2) is in parentheses and may hold spaces: count fields after its end
+    fields = text[text.rfind(")") + 2:].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def process_identity() -> dict:
+    """This process: host, pid, start time, and the wall-clock time it was asked."""
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "pid_started": _start_time(pid), "time": time.time()}
+
+
+def is_alive(identity) -> bool | None:
+    """True/False when it can tell whether the process of `identity` still runs; None when it cannot."""
+    if not isinstance(identity, dict):
+        return None
+    pid, started, host = identity.get("pid"), identity.get("pid_started"), identity.get("host")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or host != socket.gethostname():
+        return None
+    if pid == os.getpid():
+        return None  # this very process: whether it still writes that run is for its caller to know
+    if started is None:
+        return None
+    return _start_time(pid) == started  # None (no such process) or another start time: not that process
