@@ -12,6 +12,7 @@ from cfl_ui.theme import apply_theme  # noqa: E402  (after set_page_config)
 apply_theme()
 navigation = st.navigation([
     st.Page("pages/playground.py", title="Playground", icon=":material/science:", default=True),
+    st.Page("pages/lessons.py", title="Lessons", icon=":material/school:", url_path="lessons"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("pages/ifca_init.py", title="IFCA initialisation", icon=":material/casino:", url_path="ifca-init"),
     st.Page("pages/partitions.py", title="Partitions", icon=":material/grid_view:", url_path="partitions"),

@@ -1,11 +1,14 @@
 """Screenshots of the dashboard's pages (for the README), taken in Debian's chromium.
 
-    .venv/bin/python assets/make_screenshots.py [--out assets]
+    .venv/bin/python assets/make_screenshots.py [--out assets] [--teach]
 
 Starts `streamlit run app.py` headless on a free port (runs go to a temporary
 folder), runs the signature preset in the Playground, a comparison, the IFCA
 initialisation explorer, and opens the Partitions and Runs pages. Prints the
 timings it measures on the way (time to interactive, first plot, finish).
+--teach: only the lessons (one screenshot each, lesson-<id>.png) and the narrow
+layout (narrow.png, 800x900), timing the landing page and a lesson's first
+annotated chart.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from cfl_ui.presets import SIGNATURE_PRESET  # noqa: E402
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent))
+    ap.add_argument("--teach", action="store_true", help="only the lessons and the narrow layout")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -34,14 +38,58 @@ def main() -> int:
             browser = B.launch(p)
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             try:
-                shoot(page, url, out, Path(runs))
+                (shoot_teach if args.teach else shoot)(page, url, out, Path(runs))
             except Exception:
                 page.screenshot(path=str(out / "failed.png"))
                 raise
             browser.close()
-    for name in ("playground", "compare", "ifca_initialisation", "partitions", "runs"):
-        print(out / f"{name}.png")
+    if not args.teach:
+        for name in ("playground", "compare", "ifca_initialisation", "partitions", "runs"):
+            print(out / f"{name}.png")
     return 0
+
+
+def shoot_teach(page, url: str, out: Path, runs_root: Path) -> None:
+    """Every lesson paused at its last step, and the Playground after a run at 800x900."""
+    from cfl_ui.lessons import LESSONS, missing
+
+    page.set_viewport_size({"width": 1366, "height": 768})
+    t = time.time()
+    page.goto(url + "/")
+    page.get_by_role("button", name="Run", exact=True).wait_for(timeout=90000)
+    print(f"landing page interactive (cold server): {time.time() - t:.1f} s")
+    B.settle(page)
+    t = time.time()
+    page.goto(url + "/")
+    page.get_by_role("button", name="Run", exact=True).wait_for(timeout=90000)
+    print(f"landing page interactive (warm server): {time.time() - t:.1f} s")
+    for lesson in LESSONS:
+        if missing(lesson):
+            print(f"lesson {lesson.id}: skipped ({', '.join(missing(lesson))} not installed)")
+            continue
+        page.set_viewport_size({"width": 1366, "height": 768})
+        t = time.time()
+        page.goto(url + f"/lessons?lesson={lesson.id}&step=1")
+        page.get_by_text("step 1 paused at round").first.wait_for(timeout=180000)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60000)
+        print(f"lesson {lesson.id}: first annotated chart {time.time() - t:.1f} s after opening (run prepared now)")
+        for i in range(1, len(lesson.steps)):
+            B.settle(page)
+            B.click_until(page, "Next", f"Step {i + 1} of {len(lesson.steps)}")
+            page.get_by_text(f"step {i + 1} paused at round").first.wait_for(timeout=180000)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60000)
+        B.settle(page)
+        B.full_screenshot(page, out / f"lesson-{lesson.id}.png", width=1366)
+        print(out / f"lesson-{lesson.id}.png")
+    page.set_viewport_size({"width": 800, "height": 900})
+    page.goto(url + "/")
+    B.wait_ready(page)
+    B.click_button(page, "Run")
+    B.wait_text(page, "20 of 20 rounds", 180)
+    page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60000)
+    B.settle(page)
+    page.screenshot(path=str(out / "narrow.png"))
+    print(out / "narrow.png")
 
 
 def shoot(page, url: str, out: Path, runs_root: Path) -> None:
@@ -70,7 +118,7 @@ def shoot(page, url: str, out: Path, runs_root: Path) -> None:
     B.settle(page)
     t = time.time()
     B.click_button(page, "Run")
-    B.wait_text(page, "40 of 40 rounds", 180)
+    B.wait_text(page, "20 of 20 rounds each", 180)
     B.settle(page)
     print(f"signature preset (IFCA and CLoVE, 20 rounds each): finished {time.time() - t:.1f} s after Run")
     B.full_screenshot(page, out / "playground.png")

@@ -18,8 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .config import MAX_BATCH_SIZE
+
 PROFILES = ("paper", "authors-code")
-FULL_BATCH = 1_000_000  # a batch larger than any client: one full-batch gradient step per "epoch"
+# the largest batch allowed, above any client at the papers' sizes: one full-batch gradient step per "epoch"
+FULL_BATCH = MAX_BATCH_SIZE
 
 
 @dataclass(frozen=True)

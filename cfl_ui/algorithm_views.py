@@ -180,12 +180,14 @@ def scalar_views(records, consumed: set[str]) -> list[View]:
         fig = go.Figure(go.Scatter(x=xs, y=ys, mode="lines+markers", line=dict(color="#555", width=2),
                                    marker=dict(size=5), name=key))
         fig.update_xaxes(title="round", gridcolor=GRID)
-        fig.update_yaxes(title=key, gridcolor=GRID)
-        views.append(View(f"Recorded: {key}", layout(fig, height=260, legend=False),
+        fig.update_yaxes(title=NAMES.get(key, key), gridcolor=GRID)
+        views.append(View(f"Recorded: {NAMES.get(key, key)}", layout(fig, height=260, legend=False),
                           CAPTIONS.get(key, f"'{key}' as the algorithm recorded it, round by round.")))
     return views
 
 
+NAMES = {"theta_error": "distance to the true parameters", "stable_share": "share of clients that kept their model",
+         "k": "clusters chosen"}
 CAPTIONS = {
     "theta_error": "Mean distance between each client's model and its cluster's true parameters: "
                    "it shrinks when the right clients train the right model.",
@@ -340,14 +342,16 @@ def cfl_norms(records, round_index):
                   "clients pull away. Green lines: accepted splits; red dotted: refused by the gamma check.",
                   consumes=("cluster_norms", "largest_mean_norm", "clusters"))]
     if events:
-        rows = ["| round | cluster | children (client ids) | alpha_cross_max | sqrt((1-alpha)/2) | accepted |",
-                "|---|---|---|---|---|---|"]
+        rows = ["| round | cluster | children (client ids) | largest cross-similarity α | split bound √((1−α)/2) | "
+                "accepted |", "|---|---|---|---|---|---|"]
         for e in events:
             kids = " / ".join(", ".join(map(str, part)) for part in e["children"])
             rows.append(f"| {e['round']} | {e['cluster']} | {kids} | {e['alpha_cross_max']:.3f} | "
-                        f"{e['gamma_bound']:.3f} | {'yes' if e['accepted'] else 'no (gamma_max ' + format(e['gamma_max'], 'g') + ')'} |")
+                        f"{e['gamma_bound']:.3f} | {'yes' if e['accepted'] else 'no (γ_max ' + format(e['gamma_max'], 'g') + ')'} |")
         views.append(View("CFL: split events", None,
-                          "Every split CFL considered: it is accepted only when gamma_max < sqrt((1 - alpha_cross_max)/2).",
+                          "Every split CFL considered: α is the largest cosine similarity between the updates of the "
+                          "two sides; the split is accepted only when CFL's γ_max (recorded with each split) stays "
+                          "below the bound √((1−α)/2).",
                           markdown="\n".join(rows)))
     return views
 

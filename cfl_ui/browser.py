@@ -128,6 +128,19 @@ def click_button(page, name: str) -> None:
     page.get_by_role("button", name=name, exact=True).first.click()
 
 
+def click_until(page, name: str, text: str, attempts: int = 3, wait: float = 20.0) -> None:
+    """Click a button until `text` shows (a click that lands while the page redraws itself can be lost);
+    the next attempt only when `text` has not appeared in `wait` seconds."""
+    for attempt in range(attempts):
+        click_button(page, name)
+        try:
+            page.get_by_text(text).first.wait_for(timeout=wait * 1000)
+            return
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+
+
 def wait_text(page, text: str, timeout: float = 120.0) -> None:
     page.get_by_text(text).first.wait_for(timeout=timeout * 1000)
 

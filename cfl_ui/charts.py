@@ -91,18 +91,20 @@ def _with_spec(figure):
 
 
 def chart(figure, key: str, *, cache: tuple | None = None, title: str | None = None,
-          caption: str | None = None):
+          caption: str | None = None, select: bool = False):
     """Draw one plotly chart and return its figure.
 
     figure: a figure, or a function that builds it (built once per `cache` key when one is given).
-    title: markdown above the chart; caption: the one-line explanation below it."""
+    title: markdown above the chart; caption: the one-line explanation below it.
+    select: clicking a point reruns the script with the selection in st.session_state[key]."""
     if title:
         st.markdown(title)
     if cache is not None:
         figure, drawn = cached(cache, lambda: _with_spec(figure() if callable(figure) else figure))
     else:
         figure = drawn = figure() if callable(figure) else figure
-    st.plotly_chart(drawn, key=key, width="stretch", config=TOOLBAR)
+    picking = dict(on_select="rerun", selection_mode="points") if select else {}
+    st.plotly_chart(drawn, key=key, width="stretch", config=TOOLBAR, **picking)
     if caption:
         st.caption(caption)
     return figure

@@ -204,16 +204,18 @@ class JobController:
         """Run/Resume, Pause, Step (when the page has it) and Stop, and the verdict's note under them."""
         where = where or st.sidebar
         b = self._buttons(self.job(), blocked=bool(verdict.blocked))
-        cols = where.columns([1.7, 1, 1, 1] if self.with_step else [1.8, 1, 1])
-        cols[0].button(b.label, key=f"{self.prefix}.run_btn", type="primary", icon=":material/play_arrow:",
-                       on_click=self.run, width="stretch", disabled=not b.run, help=self.run_help)
-        cols[1].button("", key=f"{self.prefix}.pause_btn", icon=":material/pause:", on_click=self.pause,
-                       disabled=not b.pause, help="Pause after the round in progress.", width="stretch")
+        # labelled in words, two to a row ("Resume" fits a 300-px sidebar): Run (and Step), then Pause and Stop
+        top = where.columns(2) if self.with_step else [where]
+        top[0].button(b.label, key=f"{self.prefix}.run_btn", type="primary", icon=":material/play_arrow:",
+                      on_click=self.run, width="stretch", disabled=not b.run, help=self.run_help)
         if self.with_step:
-            cols[2].button("", key=f"{self.prefix}.step_btn", icon=":material/skip_next:", on_click=self.step,
-                           disabled=not b.step, help="Run one round, then pause.", width="stretch")
-        cols[-1].button("", key=f"{self.prefix}.stop_btn", icon=":material/stop:", on_click=self.stop,
-                        disabled=not b.stop, help=self.stop_help, width="stretch")
+            top[1].button("Step", key=f"{self.prefix}.step_btn", icon=":material/skip_next:", on_click=self.step,
+                          disabled=not b.step, help="Run one round, then pause.", width="stretch")
+        low = where.columns(2)
+        low[0].button("Pause", key=f"{self.prefix}.pause_btn", icon=":material/pause:", on_click=self.pause,
+                      disabled=not b.pause, help="Pause after the round in progress.", width="stretch")
+        low[1].button("Stop", key=f"{self.prefix}.stop_btn", icon=":material/stop:", on_click=self.stop,
+                      disabled=not b.stop, help=self.stop_help, width="stretch")
         verdict_note(verdict, where)
         shown = self.snapshot() if self.ref else None
         if shown is not None and not shown.from_disk and S.why_not_owner(shown):

@@ -162,8 +162,7 @@ def _frames(records, sources, points_of) -> list[Frame]:
         truth = np.asarray(rec.true_clusters if rec.true_clusters else np.zeros(len(assign), int), dtype=int)
         note = ""
         if current != rec.round:
-            note = (f"nothing measured in round {rec.round} (assignments fixed since round {frozen_from}): "
-                    f"showing round {current}'s")
+            note = f"assignments fixed since round {frozen_from}: round {current}'s losses"
         frames.append(Frame(rec.round, current, clients, points_of(current), mat, assign[clients],
                             truth[clients] if len(truth) == len(assign) else np.zeros(len(clients), int), note))
     return frames
@@ -174,7 +173,11 @@ def _ranges(frames, dims) -> list:
     out = []
     for d in range(dims):
         lo, hi = float(np.nanmin(allpts[:, d])), float(np.nanmax(allpts[:, d]))
-        pad = (hi - lo) * 0.06 or 0.1
+        # a spread below a millionth of the values is floating-point noise (identical models after one round):
+        # give it a readable scale rather than an axis at 1e-16
+        pad = max((hi - lo) * 0.06, 0.05 * max(abs(lo), abs(hi))) if hi - lo <= 1e-6 * max(abs(lo), abs(hi), 1.0) \
+            else (hi - lo) * 0.06
+        pad = pad or 0.1
         out.append([lo - pad, hi + pad])
     return out
 

@@ -51,6 +51,7 @@ def _cluster_traces(frame, clusters, dims, value_label="losses"):
         text = [_hover(frame, i, value_label) for i in idx]
         symbols = [model_symbol(m, dims) for m in frame.models[mask]]
         common = dict(mode="markers", name=f"cluster {c}", legendgroup=f"cluster{c}", text=text,
+                      customdata=frame.clients[mask].astype(int).tolist(),  # the client id, for a click
                       hovertemplate="%{text}<extra></extra>", showlegend=False)
         if dims == 3:
             traces.append(go.Scatter3d(x=pts[:, 0], y=pts[:, 1], z=pts[:, 2], marker=dict(
@@ -112,7 +113,9 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
                       margin=dict(l=10, r=10, t=30, b=10 if len(emb.frames) < 2 or not animate else 105),
                       annotations=_note(emb.frames[idx], dims))
     if animate and len(emb.frames) > 1:
-        redraw = dims == 3
+        # redraw every frame: without it plotly keeps the first frame's layout, so the "round N" note above the
+        # points would contradict the slider while ▶ plays
+        redraw = True
         fig.frames = [
             go.Frame(data=_cluster_traces(f, clusters, dims, label), traces=list(range(n_cluster_traces)),
                      name=str(f.round), layout=go.Layout(annotations=_note(f, dims)))
@@ -120,23 +123,25 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
         ]
         step_args = lambda name: [[name], dict(mode="immediate", frame=dict(duration=0, redraw=redraw),
                                               transition=dict(duration=0))]
+        # the play/pause buttons on a row of their own, the slider under them across the whole width
         fig.update_layout(
             updatemenus=[dict(
-                type="buttons", direction="left", x=0, y=-0.2, xanchor="left", yanchor="top", showactive=False,
+                type="buttons", direction="left", x=0, y=-0.17, xanchor="left", yanchor="top", showactive=False,
                 pad=dict(t=0, r=6), buttons=[
                     dict(label="▶ play", method="animate",
                          args=[None, dict(frame=dict(duration=650, redraw=redraw), fromcurrent=False,
-                                          transition=dict(duration=350, easing="cubic-in-out"))]),
-                    dict(label="❚❚", method="animate",
+                                          transition=dict(duration=300, easing="cubic-in-out"))]),
+                    dict(label="❚❚ pause", method="animate",
                          args=[[None], dict(mode="immediate", frame=dict(duration=0, redraw=False),
                                             transition=dict(duration=0))]),
                 ])],
             sliders=[dict(
-                active=idx, x=0.16, len=0.84, y=-0.15, yanchor="top", pad=dict(t=0, b=0),
+                active=idx, x=0, len=1.0, y=-0.17, yanchor="top", pad=dict(t=34, b=0),
                 currentvalue=dict(prefix="round ", xanchor="right", font=dict(size=12)),
                 steps=[dict(label=str(f.round), method="animate", args=step_args(str(f.round))) for f in emb.frames],
             )],
         )
+        fig.update_layout(margin=dict(b=150))
     return fig
 
 
@@ -266,21 +271,36 @@ METRIC_TITLES = {"accuracy": "test accuracy (mean over clients)", "weighted_accu
                  "models_in_use": "models in use"}
 
 
+def same_curve(xs, ys, xs0, ys0, tol: float = 1e-9) -> bool:
+    """Whether two curves coincide (same rounds, values equal within tol): one would hide the other."""
+    if list(xs) != list(xs0) or len(ys) != len(ys0):
+        return False
+    return all((a is None and b is None) or (a is not None and b is not None and abs(a - b) <= tol * max(1.0, abs(b)))
+               for a, b in zip(ys, ys0))
+
+
 def metric_figure(series_list, metrics: list[str], height: int = 300, y_title: str | None = None,
                   target: float | None = None, log_y: bool = False) -> go.Figure:
     """Curves over rounds: one colour per series (algorithm), one dash style per metric."""
     dashes = [None, "dot", "dash", "dashdot"]
     fig = go.Figure()
+    drawn: dict = {}  # metric -> [(label, xs, ys)] already drawn: a curve equal to one of them is drawn dashed
     for s in series_list:
         for j, metric in enumerate(metrics):
             xs, ys = _values(s.records, metric)
             if not any(v is not None for v in ys):
                 continue
             name = s.label if len(metrics) == 1 else f"{s.label} · {metric.upper() if len(metric) <= 3 else metric}"
+            same = next((label for label, xs0, ys0 in drawn.get(metric, []) if same_curve(xs, ys, xs0, ys0)), None)
+            drawn.setdefault(metric, []).append((s.label, xs, ys))
+            dash = s.dash or dashes[j % len(dashes)]
+            if same is not None:  # it would hide under the earlier curve: dashed, wider, hollow markers, named
+                name += f" (= {same})"
+                dash = "dash" if dash in (None, "solid") else "longdashdot"
             fig.add_trace(go.Scatter(
                 x=xs, y=ys, mode="lines+markers" if len(xs) < 40 else "lines", name=name,
-                line=dict(color=s.color, dash=s.dash or dashes[j % len(dashes)], width=2.2 if j == 0 else 1.6),
-                marker=dict(size=5), legendgroup=s.label,
+                line=dict(color=s.color, dash=dash, width=(2.2 if j == 0 else 1.6) + (1.4 if same else 0)),
+                marker=dict(size=9 if same else 5, symbol="circle-open" if same else "circle"), legendgroup=s.label,
                 hovertemplate=f"{name}<br>round " + "%{x}: %{y:.4g}<extra></extra>"))
     if target is not None:
         fig.add_hline(y=target, line=dict(color="#999", dash="dash", width=1),

@@ -208,6 +208,8 @@ class Job:
         self.created = created if created is not None else time.time()
         self.started: float | None = None
         self.ended: float | None = None
+        self._paused_total = 0.0  # seconds spent paused after the start (not counted as elapsed)
+        self._paused_since: float | None = None
         self._setups: dict = {}
         self._runner = _ProcessRunner(self) if manager.uses_processes else _ThreadRunner(self)
         self._write_ui(create=True)
@@ -287,7 +289,14 @@ class Job:
         position = self.manager.scheduler.position(self) if status == QUEUED else None
         waiting = self.manager.scheduler.waiting_for_memory(self) if status == QUEUED else None
         return JobSnapshot(self.id, self.kind, self.title, status, self.schedule, units, position, error, tb,
-                           self.created, self.started, self.ended, version, False, self.owner, waiting)
+                           self.created, self.started, self.ended, version, False, self.owner, waiting,
+                           paused=self.paused_seconds())
+
+    def paused_seconds(self, now: float | None = None) -> float:
+        """Seconds this job has spent paused since it started (the pause in progress included)."""
+        with self._cond:
+            extra = 0.0 if self._paused_since is None else (now or time.time()) - self._paused_since
+            return self._paused_total + extra
 
     # -- worker ----------------------------------------------------------------
     def _touch(self) -> None:
@@ -296,6 +305,12 @@ class Job:
     def _set_status(self, status: str) -> None:
         with self._cond:
             if self._status != status:
+                now = time.time()
+                if self._paused_since is not None:
+                    self._paused_total += now - self._paused_since
+                    self._paused_since = None
+                if status == PAUSED and self.started is not None:
+                    self._paused_since = now
                 self._status = status
                 self._touch()
 
@@ -416,6 +431,9 @@ class Job:
             else:
                 status = FINISHED
             self.ended = time.time()
+            if self._paused_since is not None:
+                self._paused_total += self.ended - self._paused_since
+                self._paused_since = None
             self._status = status
             self._touch()
         self._write_ui()
@@ -437,6 +455,7 @@ class Job:
                 "job": self.id, "kind": self.kind, "title": self.title, "owner": self.owner,
                 "schedule": self.schedule, "single": self.single, "created": self.created,
                 "started": self.started, "ended": self.ended, "status": self._status,
+                "paused": self._paused_total,
                 "error": self._error, "server": process_identity(),
                 "units": [
                     {"name": u.spec.name, "label": u.spec.label, "tags": u.spec.tags,

@@ -13,6 +13,7 @@ import time
 import streamlit as st
 
 from . import run_charts as R
+from .drilldown import panel as drill_panel
 from .literal import md
 from .snapshots import (DAMAGED, DIVERGED, ELSEWHERE, FAILED, FINISHED, INTERRUPTED, PAUSED, QUEUED, RUNNING, STOPPED,
                         TERMINAL)
@@ -61,6 +62,19 @@ def _setting(cfg: dict) -> str:
               f"{cfg.get('clients_per_cluster')} clients")
 
 
+def rounds_text(units) -> str:
+    """"7 of 20 rounds" for one run; side by side, in each run's own rounds ("7 of 20 rounds each" when they
+    keep pace, else per run), never the sum of both runs' rounds."""
+    if len(units) == 1:
+        u = units[0]
+        return f"{min(u.rounds_done, u.total_rounds)} of {u.total_rounds} rounds"
+    pairs = {(min(u.rounds_done, u.total_rounds), u.total_rounds) for u in units}
+    if len(pairs) == 1:
+        done, total = pairs.pop()
+        return f"{done} of {total} rounds each"
+    return ", ".join(f"{u.label} {min(u.rounds_done, u.total_rounds)} of {u.total_rounds}" for u in units) + " rounds"
+
+
 def unit_seconds(unit) -> float:
     """A run's own time: its rounds' wall time (the summary's total once it ended), not its batch's."""
     if unit.summary and unit.summary.get("total_seconds") is not None:
@@ -90,7 +104,7 @@ def status_bar(snap, units, *, count_runs: bool = False) -> None:
     else:
         done, total, what = sum(u.rounds_done for u in units), sum(u.total_rounds for u in units) or 1, "rounds"
         names = " vs ".join(md(u.label) for u in units)
-        line = f"{badge} **{names}** · {min(done, total)} of {total} rounds · {_setting(cfg)} · device **{device}**"
+        line = f"{badge} **{names}** · {rounds_text(units)} · {_setting(cfg)} · device **{device}**"
         seconds = shown_seconds(snap, units)
         if seconds is not None:
             line += f" · {seconds:.1f} s"
@@ -167,6 +181,7 @@ def render_units(snap, units, key: str, *, live: bool, exports: bool = True) -> 
             with col:
                 R.assignment_block(u, f"{key}.{u.ref}")
         R.curves_block(units, key)
+    drill_panel(units, key, chart_keys=[f"{key}.{u.ref}.emb" for u in units])
     latest = [R.unit_extra_views(u, None) for u in units]
     if any(latest):
         st.markdown("#### What else the algorithm recorded")

@@ -50,8 +50,10 @@ def partition_report(values: dict, data: dict, key: str) -> None:
     m[2].metric("Training samples", f"{n_train:,}")
     m[3].metric("Test samples", f"{n_test:,}")
     m[4].metric("Classes", data["num_classes"] or "—")
-    m[5].metric("Test sets", "disjoint" if data["test_disjoint"] else "overlapping",
-                help="Overlapping: the test pool was too small for every client to get its own samples.")
+    m[5].metric("Clients' test sets", "each its own" if data["test_disjoint"] else "partly shared",
+                help="Test data never overlaps any client's training data. Partly shared: the test pool was too "
+                     "small for every client to get test samples of its own, so some clients test on the same "
+                     "samples.")
     if data["task"] == "classification":
         c1, c2 = st.columns(2, gap="medium")
         with c1:

@@ -22,21 +22,19 @@ def partition_config(config: dict):
 
 
 def _source_images(ds, count: int) -> list[int]:
-    """Rows of the train pool: one per class first (distinct labels), then the next ones."""
+    """Rows of the train pool: the first image of every class in label order (no digit left out: 10 for 10
+    classes), then the next ones up to `count`."""
     y = ds.y_train.numpy() if ds.info.task == "classification" else np.zeros(len(ds.x_train), int)
-    picked, seen = [], set()
+    first: dict = {}
     for i, label in enumerate(y):
-        if label not in seen:
-            picked.append(i)
-            seen.add(label)
-        if len(picked) >= count:
-            break
+        first.setdefault(int(label), i)
+    picked = [first[label] for label in sorted(first)]
     i = 0
     while len(picked) < count and i < len(y):
         if i not in picked:
             picked.append(i)
         i += 1
-    return picked[:count]
+    return picked[:max(count, len(first))]
 
 
 def partition_facts(config: dict) -> dict:

@@ -12,13 +12,15 @@ def ready(values: dict, vs: str | None, key: str, *, blocked: bool) -> None:
     """The setting in one sentence, sample images of its clusters (when the form can run) and a reading guide."""
     from cfl_core.partition import PARTITION_HELP
 
+    st.page_link("pages/lessons.py", label="New here? Start with a guided lesson: five short walk-throughs that "
+                 "play themselves", icon=":material/school:")
     k_hat = values.get("models")
     who = algorithm_label(values.get("algorithm")) + (f" and {algorithm_label(vs)} side by side" if vs else "")
     st.info(
         f"**Ready.** {values.get('clusters')} × {values.get('clients_per_cluster')} clients on "
         f"**{values.get('dataset')}** — *{values.get('partition')}*: {PARTITION_HELP.get(values.get('partition'), '')}. "
         f"{who}" + (f" with {k_hat} models" if k_hat else "") + f", {values.get('rounds')} rounds. "
-        "Press **Run** in the sidebar.", icon=":material/play_circle:")
+        "Press **Run** at the top of the sidebar.", icon=":material/play_circle:")
     left, right = st.columns([3, 2], gap="large")
     with left:
         st.markdown("**The clients you are about to train**")

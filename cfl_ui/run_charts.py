@@ -30,7 +30,9 @@ CAPTIONS = {
                  "so the axes never move, coloured by true cluster with the symbol of its assigned model (press ▶ to "
                  "replay the rounds).",
     "embed_umap": "The same loss vectors laid out by UMAP, each round starting from the previous layout, where only "
-                  "the groups matter (distances are meaningful locally only).",
+                  "the groups matter (distances are meaningful locally only). UMAP can draw structure that is not "
+                  "there: clients whose loss vectors are all alike (a collapsed IFCA) still come out as tidy "
+                  "separate blobs — check such groups against PCA.",
     "heatmap": "Each row is a client (grouped by true cluster) and each column a round, coloured by the model it "
                "trained: one colour per cluster block means the clusters were found, one colour everywhere is a "
                "collapse.",
@@ -50,6 +52,22 @@ def _fmt_pct(v):
 
 def _first_ari(records, target=0.9):
     return next((r.round for r in records if r.ari is not None and r.ari >= target), None)
+
+
+def one_true_cluster(unit) -> bool:
+    """Whether the truth is a single cluster: the IID control (whose "clusters" are arbitrary labels of one
+    distribution), or records whose true clusters are all one."""
+    if unit.config.get("partition") == "iid":
+        return True
+    truth = [c for c in (unit.records[-1].true_clusters or []) if c is not None] if unit.records else []
+    return bool(truth) and len(set(truth)) == 1
+
+
+def traffic(nbytes: float) -> tuple[str, str]:
+    """The headline's traffic label and value: MB, or kB below 0.1 MB (a linear model sends a few kB)."""
+    if nbytes < 1e5:
+        return "kB sent", f"{nbytes / 1e3:.1f}"
+    return "MB sent", f"{nbytes / 1e6:.1f}"
 
 
 def ari_note(records) -> str | None:
@@ -82,17 +100,32 @@ def headline(unit, where=None, *, columns: int = 6) -> None:
     not_applicable = ari_note(recs)
     if not_applicable:
         ari = "n/a"
-    mb = sum(r.bytes_down + r.bytes_up for r in recs) / 1e6
+    sent = sum(r.bytes_down + r.bytes_up for r in recs)
     secs = sum(r.seconds or 0 for r in recs)
     device = unit.meta.get("device") or "—"
+    acc_help = "Test metric of the last round, each client on its own model."
+    if acc_delta is not None:
+        acc_help += (" The arrow: its change since the previous round" +
+                     (" in percentage points (pt)." if acc_label == "Accuracy" else "."))
+    if last is not None and one_true_cluster(unit):
+        # the truth is one cluster (IID control): ARI against a single label is no score; say what was found
+        found = last.models_in_use
+        quality = [("Clusters found", "1 (correct)" if found == 1 else f"{found} (truth: 1)", None, "off",
+                    "The truth here is one cluster (no cluster structure): keeping one model is the right answer, "
+                    "and ARI against a single true label says nothing, so it is not shown as a score."),
+                   ("First round with 1 model", str(next((r.round for r in recs if r.models_in_use == 1), None) or
+                                                     ("not yet" if unit.live else "never")), None, "off",
+                    "The first round in which every client was on the same model (rounds count from 0).")]
+    else:
+        quality = [("ARI", ari, None, "normal", f"Not applicable: {not_applicable}." if not_applicable else
+                    "Adjusted Rand index of the assignment vs the true clusters (1 = exact)."),
+                   ("ARI ≥ 0.9 at round", "n/a" if not_applicable else str(first) if first is not None else
+                    ("not yet" if unit.live else "never"), None, "off",
+                    "The first round whose assignment reaches ARI 0.9 (rounds count from 0).")]
     items = [
-        (acc_label, acc, acc_delta, delta_color, "Test metric of the last round, each client on its own model."),
-        ("ARI", ari, None, "normal", f"Not applicable: {not_applicable}." if not_applicable else
-         "Adjusted Rand index of the assignment vs the true clusters (1 = exact)."),
-        ("ARI ≥ 0.9 at round", "n/a" if not_applicable else str(first) if first is not None else
-         ("not yet" if unit.live else "never"), None,
-         "off", "The first round whose assignment reaches ARI 0.9 (rounds count from 0)."),
-        ("MB sent", f"{mb:.1f}", None, "normal", "Models and loss vectors sent down and up so far."),
+        (acc_label, acc, acc_delta, delta_color, acc_help),
+        *quality,
+        (*traffic(sent), None, "normal", "Models and loss vectors sent down and up so far."),
         ("Device", device, None, "normal", unit.meta.get("device_name") or None),
         ("Train time", f"{secs:.1f} s", None, "normal", "Time spent in the rounds (training and evaluation)."),
     ]
@@ -123,7 +156,8 @@ def embedding_block(unit, key: str, method: str, active_round=None, height: int 
         if emb.method == "raw" and emb.num_models == 1:
             cap = "embed_pca"
         chart(lambda: F.embedding_figure(emb, active_round, height=height, animate=not live), f"{key}.emb",
-              cache=("emb", *unit_key(unit), method, active_round, height, not live), caption=CAPTIONS[cap])
+              cache=("emb", *unit_key(unit), method, active_round, height, not live),
+              caption=CAPTIONS[cap] + " Click a client to see why it moved.", select=emb.dims == 2)
         return
     if has_loss:
         st.markdown(f"**How {label} sees the clients**")
@@ -231,8 +265,9 @@ def exports_block(units, key: str, snap=None) -> None:
 
 def method_picker(units, key: str) -> str:
     """PCA or UMAP, shown only when some run has more than 3 models' loss vectors."""
+    # every round, not only the latest: a run whose assignment froze measures nothing more, and keeps the toggle
     wide = any(r.loss_matrix is not None and len(r.loss_matrix) and len(r.loss_matrix[0]) > 3
-               for u in units for r in u.records[-3:])
+               for u in units for r in u.records)
     if not wide:
         return PCA
     if key not in st.session_state:

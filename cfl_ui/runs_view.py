@@ -13,7 +13,28 @@ from .snapshots import LIVE
 from .store import delete_job, job_owner, metrics_csv
 from .tables import PERCENT, pct
 
-KINDS = {"playground": "Playground", "compare": "Compare", "ifca-init": "IFCA init", "cli": "CLI"}
+KINDS = {"playground": "Playground", "lesson": "Lesson", "compare": "Compare", "ifca-init": "IFCA init",
+         "cli": "CLI"}
+
+
+def whole_side_by_side(rows) -> list:
+    """The rows with a Playground side-by-side job as one row (both algorithms; it reopens whole), not two halves."""
+    from dataclasses import replace
+
+    out, seen = [], {}
+    for r in rows:
+        if r.kind != "playground" or r.ref == r.job:
+            out.append(r)
+            continue
+        if r.job in seen:
+            first = out[seen[r.job]]
+            out[seen[r.job]] = replace(first, algorithm=f"{first.algorithm} vs {r.algorithm}",
+                                       status=first.status if first.status == r.status else f"{first.status} / "
+                                       f"{r.status}", final_accuracy=None, final_ari=None)
+            continue
+        seen[r.job] = len(out)
+        out.append(replace(r, ref=r.job, title=r.title.split(" · ")[0]))
+    return out
 
 
 def kind_order(kind: str) -> int:
@@ -129,3 +150,14 @@ def downloads(unit, ref: str, key: str) -> None:
     if unit.summary:
         e3.download_button("Summary (JSON)", json.dumps(unit.summary, indent=1, sort_keys=True),
                            f"{name}-summary.json", "application/json", key=f"{key}.dl_summary", **dl)
+
+
+def show_new_kinds(kinds: list, key: str) -> None:
+    """A kind of run that appeared since the filter was last drawn is selected too (a filter first drawn over
+    an empty runs folder would otherwise hide every run made afterwards); kinds that are gone are dropped."""
+    seen_key = key + "._seen"
+    if key in st.session_state:
+        seen = st.session_state.get(seen_key, [])
+        kept = [k for k in st.session_state[key] if k in kinds]
+        st.session_state[key] = kept + [k for k in kinds if k not in seen and k not in kept]
+    st.session_state[seen_key] = list(kinds)

@@ -80,6 +80,7 @@ class JobSnapshot:
     from_disk: bool = False
     owner: str = ""
     waiting: str | None = None  # a queued job held back by the memory limit: why, with the numbers
+    paused: float = 0.0  # seconds spent paused after the start (up to the snapshot)
 
     @property
     def live(self) -> bool:
@@ -106,7 +107,7 @@ class JobSnapshot:
             return 0.0
         if self.ended is None and self.from_disk:
             return sum(r.seconds for u in self.units for r in u.records)
-        return (self.ended or time.time()) - self.started
+        return max(0.0, (self.ended or time.time()) - self.started - self.paused)
 
     @property
     def device(self) -> str | None:

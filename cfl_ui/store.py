@@ -309,7 +309,8 @@ def load_job(root: Path, job_id: str) -> JobSnapshot | None:
     return JobSnapshot(job_id, clean_label(ui.get("kind")), clean_label(ui.get("title"), job_id), status,
                        _text(ui.get("schedule"), "lockstep"), tuple(units), None, error,
                        failed[0].traceback if failed else None, _number(ui.get("created")) or _created(folder),
-                       _number(ui.get("started")), _number(ui.get("ended")), 0, True, owner)
+                       _number(ui.get("started")), _number(ui.get("ended")), 0, True, owner,
+                       paused=_number(ui.get("paused")) or 0.0)
 
 
 def resumable(snap: JobSnapshot | None, owner: str) -> str | None:

@@ -54,6 +54,20 @@ def table_csv(units) -> str:
 
 
 def rounds_csv(units) -> str:
-    """Every round of several runs in one CSV, with an algorithm column (one header line)."""
-    return "".join(metrics_csv(u.records, {"algorithm": u.algorithm}).split("\n", 1)[1 if i else 0]
-                   for i, u in enumerate(units))
+    """Every round of several runs in one CSV, with an algorithm column (one header line: the first run's, with
+    every run's rows under it; runs whose extra columns differ get the union of the columns)."""
+    import csv
+    import io
+
+    tables = [list(csv.reader(io.StringIO(metrics_csv(u.records, {"algorithm": u.algorithm})))) for u in units]
+    header: list = []
+    for t in tables:
+        header += [c for c in t[0] if c not in header]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for t in tables:
+        index = {c: i for i, c in enumerate(t[0])}
+        for row in t[1:]:
+            w.writerow([row[index[c]] if c in index else "" for c in header])
+    return buf.getvalue()

@@ -7,6 +7,15 @@ CSS = """
 <style>
 .block-container {padding-top: 2.2rem; padding-bottom: 2rem; max-width: 1600px;}
 [data-testid="stMetricValue"] {font-size: 1.55rem;}
+/* headline numbers never truncate: a value wraps rather than ending in "…", and a row of metrics wraps onto a
+   second line when its columns get narrower than a number (800-px windows, zoomed browsers) */
+[data-testid="stMetricValue"] > div, [data-testid="stMetricLabel"] p {white-space: normal; overflow: visible;
+  text-overflow: clip; overflow-wrap: anywhere;}
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"]) {flex-wrap: wrap;
+  row-gap: 0.4rem;}
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"]) > [data-testid="stColumn"]
+  {min-width: 6.6rem;}
+@media (max-width: 1100px) {[data-testid="stMetricValue"] {font-size: 1.25rem;}}
 [data-testid="stMetricLabel"] p {font-size: 0.82rem; color: #5f6b7a;}
 [data-testid="stSidebar"] [data-testid="stCaptionContainer"] {margin-top: -0.45rem;}
 [data-testid="stSidebar"] h3 {margin-top: 0.3rem; margin-bottom: -0.3rem; font-size: 1.0rem; color: #2f3b4c;}
@@ -15,11 +24,44 @@ div[data-testid="stExpander"] details summary p {font-weight: 600;}
 """
 
 
+# presenter mode: no sidebar, everything in the main area larger (charts included) for a projector
+PRESENT_CSS = """
+<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"]
+  {display: none !important;}
+[data-testid="stMainBlockContainer"] {zoom: 1.22; max-width: 100%; padding-left: 2rem; padding-right: 2rem;}
+[data-testid="stMetricValue"] {font-size: 2.3rem !important;}
+[data-testid="stMetricLabel"] p {font-size: 1.0rem !important;}
+</style>
+"""
+PRESENT_KEY = "cfl.present"  # the switch (a widget: its state goes when a page without it is drawn)
+PRESENT_ON = "cfl.present_on"  # whether presenter mode is on, kept across pages
+
+
 def apply_theme() -> None:
     st.markdown(CSS, unsafe_allow_html=True)
 
 
+def presenter_toggle() -> bool:
+    """The "Presenter mode" switch beside every page's title (also ?present=1 in a link); True when on."""
+    if PRESENT_ON not in st.session_state:
+        st.session_state[PRESENT_ON] = st.query_params.get("present") == "1"
+    st.session_state[PRESENT_KEY] = st.session_state[PRESENT_ON]
+    st.toggle("Presenter mode", key=PRESENT_KEY,
+              on_change=lambda: st.session_state.__setitem__(PRESENT_ON, st.session_state[PRESENT_KEY]),
+              help="For a projector: hides the sidebar and enlarges text, charts and headline numbers. "
+                   "Switch it off here to get the sidebar back.")
+    on = st.session_state[PRESENT_ON]
+    if on:
+        st.markdown(PRESENT_CSS, unsafe_allow_html=True)
+    return on
+
+
 def page_header(title: str, lead: str) -> None:
-    st.markdown(f"## {title}")
+    """The page's title and lead, with the Presenter-mode switch beside the title."""
+    left, right = st.columns([5, 1], vertical_alignment="bottom")
+    left.markdown(f"## {title}")
+    with right:
+        presenter_toggle()
     st.markdown(f"<div style='color:#55606e;margin-top:-0.6rem;margin-bottom:0.6rem'>{lead}</div>",
                 unsafe_allow_html=True)

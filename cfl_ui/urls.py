@@ -17,7 +17,7 @@ from .literal import md
 from .presets import DEFAULT_PRESET
 from .session import shared_config
 
-PAGE_PATHS = ("compare", "ifca-init", "partitions", "runs")  # url paths of the pages (app.py's st.Page)
+PAGE_PATHS = ("compare", "ifca-init", "partitions", "runs", "lessons")  # url paths of the pages (app.py's st.Page)
 
 
 def sync_from_url(prefix: str, load_run_config=None, page_default: dict | None = None) -> dict | None:

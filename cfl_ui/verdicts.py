@@ -104,6 +104,6 @@ def verdict_note(verdict: Verdict, where) -> None:
         if verdict.error is None and verdict.estimate is not None:
             where.error(md(verdict.blocked), icon=":material/block:")
         else:
-            where.caption(":material/warning: Run is disabled until the setting marked above is fixed.")
+            where.caption(":material/warning: Run is disabled until the setting marked in the sidebar is fixed.")
     elif verdict.estimate is not None:
         where.caption(f"Estimate: {verdict.estimate.describe()}.")

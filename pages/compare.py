@@ -56,6 +56,7 @@ U.add_notes(P, ctl.attach(extra))
 st.session_state.setdefault(ALGOS_KEY, list(DEFAULT_ALGOS))
 
 with st.sidebar:
+    run_box = st.container()  # the run controls first: visible without scrolling at any window height
     preset_picker(panel)
     st.markdown("### Data")
     panel.data_controls(st.sidebar)
@@ -72,9 +73,7 @@ with st.sidebar:
     panel.general_slot(st.sidebar)
 
 verdict = ctl.validate(panel)
-with st.sidebar:
-    st.markdown("### Run")
-    ctl.buttons(verdict)
+ctl.buttons(verdict, run_box)
 
 page_header("Compare",
             "Several algorithms on the <b>identical</b> clients, starting from <b>identical</b> initial models "

@@ -10,7 +10,7 @@ from cfl_ui.ifca_sweep import IfcaSweep
 from cfl_ui import params as Q
 from cfl_ui import session as S
 from cfl_ui import urls as U
-from cfl_ui.literal import code
+from cfl_ui.literal import md
 from cfl_ui.live_view import live_fragment
 from cfl_ui.panel import Panel
 from cfl_ui.preset_picker import preset_picker
@@ -106,7 +106,7 @@ sweep.flash()
 ref = st.session_state.get(RUN_KEY)
 old = S.snapshot(ref) if ref and sweep.state() is None else None
 if ref and old is None and sweep.state() is None:
-    st.warning(f"Run {code(ref)} was not found; its settings are loaded — press **Run** to run them as a sweep.",
+    st.warning(f"Run {md(repr(ref))} was not found; its settings are loaded — press **Run** to run them as a sweep.",
                icon=":material/link:")
 if old is not None:
     st.caption("A run of this page's earlier form (a dashboard job), read back; **Run** runs these settings as a "

@@ -60,6 +60,7 @@ U.add_notes(P, ctl.attach(extra))
 st.session_state.setdefault(VS_KEY, NONE)
 
 with st.sidebar:
+    run_box = st.container()  # the run controls first: visible without scrolling at any window height
     preset_picker(panel, on_apply=on_preset)
     st.markdown("### Data")
     panel.data_controls(st.sidebar)
@@ -82,9 +83,7 @@ with st.sidebar:
     panel.general_slot(st.sidebar)
 
 verdict = ctl.validate(panel)
-with st.sidebar:
-    st.markdown("### Run")
-    ctl.buttons(verdict)
+ctl.buttons(verdict, run_box)
 
 page_header("Playground",
             "Clients with a hidden cluster structure train together; watch how the algorithm groups them, round by "

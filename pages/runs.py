@@ -1,4 +1,6 @@
 """Runs: every saved run (also those started from the CLI), reopened with all the Playground's charts."""
+import html
+
 import streamlit as st
 
 from cfl_ui import runs_view as R
@@ -10,10 +12,16 @@ from cfl_ui.theme import page_header
 
 P = "runs"
 SEL_KEY = f"{P}.selected"
+GEN_KEY = f"{P}.generation"
+
+
+def on_deleted() -> None:
+    st.session_state.pop(SEL_KEY, None)
+    st.session_state[GEN_KEY] = st.session_state.get(GEN_KEY, 0) + 1
 
 page_header("Runs",
-            f"Every run saved in `{runs_dir()}` — yours and those started from the command line — with all the "
-            "Playground's charts, exports, and delete.")
+            f"Every run saved in <code>{html.escape(str(runs_dir()))}</code> — yours and those started from the "
+            "command line — with all the Playground's charts, exports, and delete.")
 
 manager = S.manager()
 url_ref = st.query_params.get("run")
@@ -26,10 +34,12 @@ if url_ref and st.session_state.get(f"{P}._url") != url_ref:
         st.warning(f"run={md(repr(url_ref))} in the link was ignored (not the reference of a run).",
                    icon=":material/link:")
 rows, hidden = S.visible_runs()
+rows = R.whole_side_by_side(rows)
 
 with st.sidebar:
     st.markdown("### Filter")
     kinds = sorted({r.kind for r in rows}, key=R.kind_order)
+    R.show_new_kinds(kinds, f"{P}.kinds")
     chosen = st.multiselect("Started from", kinds, default=kinds, format_func=lambda k: R.KINDS.get(k, k),
                             key=f"{P}.kinds")
     text = st.text_input("Search", key=f"{P}.search", placeholder="algorithm, data set, id…")
@@ -43,12 +53,18 @@ if not rows:
             icon=":material/folder_open:")
     st.stop()
 
-picked = R.pick(shown, f"{P}.table")
+# a new table after each delete: its selection must not slide onto the run that took the deleted one's row
+picked = R.pick(shown, f"{P}.table.{st.session_state.get(GEN_KEY, 0)}")
 if picked:
     st.session_state[SEL_KEY] = picked
 ref = st.session_state.get(SEL_KEY)
-if ref not in {r.ref for r in rows} and S.snapshot(ref) is None:
-    ref = None
+refs = {r.ref for r in rows}
+if ref not in refs:
+    whole_ref = parse_ref(ref)[0] if ref and parse_ref(ref) else None
+    if whole_ref in refs:
+        ref = whole_ref  # a unit of a side-by-side run: the run is listed whole
+    elif S.snapshot(ref) is None:
+        ref = None
 if ref is None:
     st.info("Select a run in the table to see its charts.", icon=":material/touch_app:")
     st.query_params.clear()
@@ -61,18 +77,19 @@ if snap is None or parsed is None:
     st.warning(f"Run {code(ref)} is gone.")
     st.stop()
 unit = snap.unit(parsed[1]) or snap.units[0]
+whole = len(snap.units) > 1 and parsed[1] is None  # a side-by-side run: both algorithms, as it was shown
 
 st.divider()
 head, act = st.columns([3, 2])
-head.markdown(f"### {md(unit.label)}  \n{code(ref)}")
+head.markdown(f"### {md(snap.title) if whole else md(unit.label)}  \n{code(ref)}")
 with act:
     a1, a2, a3 = st.columns(3)
     a1.page_link("pages/playground.py", label="Open in Playground", icon=":material/science:",
                  query_params={"run": ref})
     R.resume_action(a2, snap, parsed[0], manager, P)
-    R.delete_action(a3, snap, parsed[0], manager, P, on_deleted=lambda: st.session_state.pop(SEL_KEY, None))
+    R.delete_action(a3, snap, parsed[0], manager, P, on_deleted=on_deleted)
 R.ownership_note(snap)
 
-R.downloads(unit, ref, P)
-live_view(ref, parsed[1] if len(snap.units) > 1 else None, f"{P}.view", initial_status=snap.status,
-            exports=False)
+if not whole:
+    R.downloads(unit, ref, P)
+live_view(ref, parsed[1] if len(snap.units) > 1 else None, f"{P}.view", initial_status=snap.status, exports=whole)

@@ -19,7 +19,7 @@ def test_signature_preset_runs_in_the_browser(tmp_path, launcher):
     # make-run: `python -m cfl_ui.serve` (libraries preloaded); streamlit-run: plain `streamlit run app.py`
     if B.chromium_path() is None:
         pytest.fail(B.MISSING_BROWSER.format(path=B.CHROMIUM))
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     runs = tmp_path / "runs"
     with B.streamlit_server(runs, log_path=str(tmp_path / "streamlit.log"), preload=launcher == "make-run") as url, \
@@ -31,12 +31,14 @@ def test_signature_preset_runs_in_the_browser(tmp_path, launcher):
             page.get_by_role("button", name="Run", exact=True).wait_for(timeout=90000)
             B.settle(page)
             B.choose(page, "Preset", SIGNATURE_PRESET)
+            # wait for the preset's rerun to fill the boxes (under load the first read came before it: 'CLoVE')
+            expect(page.get_by_role("combobox", name="Algorithm").first).to_have_value("IFCA", timeout=60000)
+            expect(page.get_by_role("combobox", name="Side by side with").first).to_have_value("CLoVE",
+                                                                                               timeout=60000)
             B.settle(page)
-            assert page.get_by_role("combobox", name="Algorithm").first.input_value() == "IFCA"
-            assert page.get_by_role("combobox", name="Side by side with").first.input_value() == "CLoVE"
             B.click_button(page, "Run")
-            B.wait_text(page, "40 of 40 rounds", 240)  # IFCA and CLoVE, 20 rounds each
-            status = page.locator('[data-testid="stMarkdownContainer"]').filter(has_text="40 of 40 rounds").first
+            B.wait_text(page, "20 of 20 rounds each", 240)  # IFCA and CLoVE
+            status = page.locator('[data-testid="stMarkdownContainer"]').filter(has_text="20 of 20 rounds each").first
             page.wait_for_function("(el) => el.innerText.includes('finished')", arg=status.element_handle(),
                                    timeout=60000)
             B.settle(page)

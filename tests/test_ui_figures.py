@@ -177,7 +177,7 @@ def test_view_registry_custom_and_generic_views():
     assert [v.title for v in views] == ["Toy"] and calls == [2]
     extra = AV.extra_views("toy-algo", recs, None)
     assert extra[0].title == "broken failed" and "nope" in extra[0].caption  # a broken view never breaks a page
-    assert any(v.title == "Recorded: stable_share" for v in extra)
+    assert any(v.title == "Recorded: share of clients that kept their model" for v in extra)
 
     # generic: a per-client feature matrix and a client x client matrix in the extras
     feats = records(extras=lambda r, parts: {"edc": [[float(c % 2), float(r)] for c in parts],
@@ -197,7 +197,7 @@ def test_clove_views_show_stability_and_consume_their_keys():
     recs[2].extras["frozen_after"] = 2
     views = AV.extra_views("clove", recs, None)
     assert views[0].title == "CLoVE: stability"
-    assert not any(v.title == "Recorded: stable_share" for v in views)
+    assert not any(v.title == "Recorded: share of clients that kept their model" for v in views)
 
 
 def test_query_params_round_trip_every_field():

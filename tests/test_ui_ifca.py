@@ -14,6 +14,7 @@ import pytest
 
 from cfl_core.sweep.spec import point_key
 from cfl_core.sweep.status import list_sweeps
+from tests.helpers import shown
 from tests.test_ui_pages import app, errors, ok, runs, wait_sweeps  # noqa: F401  (runs: the fixture)
 
 TINY = {"rounds": 2, "clients_per_cluster": 3, "samples_per_client": 40}
@@ -140,7 +141,7 @@ def test_a_seed_opened_in_the_playground_shows_that_runs_own_time(runs, executor
 @pytest.mark.parametrize("seeds", ["1e20", "51"])
 def test_a_links_seeds_beyond_the_limit_are_refused_by_name(runs, executor, seeds):
     at = ok(app("pages/ifca_init.py", query={"seeds": seeds, "dataset": "digits"}))
-    [note] = [w.value for w in at.warning if "seeds=" in w.value]
+    [note] = [shown(w.value) for w in at.warning if "seeds" in w.value]  # shown literally: escaped markdown
     assert f"seeds={seeds!r}" in note and "from 1 to 50" in note and "refused" in note
     assert at.number_input(key="ifc.seeds").value == 10  # the page keeps its own
 

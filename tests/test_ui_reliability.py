@@ -79,7 +79,8 @@ def test_compare_with_a_repeated_algorithm_and_bad_options(runs):
 
 def test_ifca_page_says_a_bad_seed_count_was_ignored(runs):
     at = app("pages/ifca_init.py", {"seeds": "1e20"})
-    assert any("seeds='1e20' in the link was ignored" in shown(w.value) for w in at.warning)
+    assert any("seeds='1e20' in the link was refused" in shown(w.value) and "from 1 to 50" in shown(w.value)
+               for w in at.warning)
     assert at.number_input(key="ifc.seeds").value == 10
 
 

@@ -13,7 +13,7 @@ LABEL_SKEWS = ("label-skew-1", "label-skew-2", "label-skew-3", "label-skew-4")
 # The registry: name -> one-line help, in the order every list shows; PARTITIONS is its names
 # (like data.SOURCES for data.DATA_SOURCES). The structures themselves are the functions below.
 PARTITION_HELP = {
-    "label-skew-1": "clusters own disjoint label groups ({0,1},{2,3},... for 5 clusters of 10 classes)",
+    "label-skew-1": "clusters own disjoint groups of labels (the classes dealt out over the clusters in order)",
     "label-skew-2": "cluster k holds 4 labels {2k..2k+3} mod C: neighbouring clusters share 2",
     "label-skew-3": "cluster k holds every class but class k",
     "label-skew-4": "cluster k has a dominant class k (2/3 of its data), the rest uniform",
