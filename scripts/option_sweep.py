@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cfl_core.algorithms import ALGORITHMS  # noqa: E402
 from cfl_core.cli.run_cmd import add_experiment_flags, config_from_args  # noqa: E402
 from cfl_core.experiment import Experiment, Setup  # noqa: E402
+from cfl_core.sweep.tables import mean_std  # noqa: E402
 from cfl_core.settings import settings_of  # noqa: E402
 
 
@@ -32,15 +32,6 @@ def _grid(items: list[str], options_cls) -> list[dict]:
         key, _, values = item.partition("=")
         axes.append([(key, declared[key].coerce(v, text=True)) for v in values.split(",")])
     return [dict(point) for point in itertools.product(*axes)] or [{}]
-
-
-def _fmt(values: list[float | None], scale: float) -> str:
-    values = [v * scale for v in values if v is not None]
-    if not values:
-        return "n/a"
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
 def main(argv=None) -> int:
@@ -72,8 +63,8 @@ def main(argv=None) -> int:
                 results[i].append(exp.run())
         for i, point in enumerate(points):
             text = ", ".join(f"{k}={v}" for k, v in point.items()) or "defaults"
-            print(f"| {partition} | {text} | {_fmt([s['final_accuracy'] for s in results[i]], 100)} | "
-                  f"{_fmt([s['final_ari'] for s in results[i]], 1)} |", flush=True)
+            print(f"| {partition} | {text} | {mean_std([s['final_accuracy'] for s in results[i]], 100, missing='n/a')} | "
+                  f"{mean_std([s['final_ari'] for s in results[i]], 1, missing='n/a')} |", flush=True)
     print(f"total time {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return 0
 

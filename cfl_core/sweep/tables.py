@@ -31,11 +31,11 @@ def protocol_note(protocols: list[str]) -> str:
             + ("" if protocols == ["clove"] else " (the reported accuracy column)"))
 
 
-def mean_std(values: Iterable[float | None], scale: float = 1.0, digits: int = 2) -> str:
-    """'m ± s' over the values given (None left out); one value alone; '-' for none."""
+def mean_std(values: Iterable[float | None], scale: float = 1.0, digits: int = 2, missing: str = "-") -> str:
+    """'m ± s' over the values given (None left out); one value alone; `missing` for none."""
     values = [v * scale for v in values if v is not None]
     if not values:
-        return "-"
+        return missing
     if len(values) == 1:
         return f"{values[0]:.{digits}f}"
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
