@@ -15,7 +15,8 @@ from cfl_core.bench.measure import MemoryProbe
 from cfl_core.bench.report import NOTES_MARKER
 from cfl_core.cli import main
 from cfl_core.engine.models import build_model
-from cfl_core.engine.training import batch_schedule, train_sequential
+from cfl_core.engine.reference import train_sequential
+from cfl_core.engine.training import batch_schedule
 
 REQUIRED_KEYS = {"name", "clients", "models", "batched_s", "sequential_s", "ratio", "gflops", "peak_share",
                  "peak_mem_mb"}

@@ -12,7 +12,8 @@ from sklearn.metrics import adjusted_rand_score
 
 from cfl_core.config import ExperimentConfig
 from cfl_core.engine.models import build_model
-from cfl_core.engine.training import TrainConfig, batch_schedule, train_batched, train_sequential
+from cfl_core.engine.reference import train_sequential
+from cfl_core.engine.training import TrainConfig, batch_schedule, train_batched
 from cfl_core.experiment import Experiment
 from tests.helpers import random_federation
 

@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from cfl_core.engine.models import build_model, per_sample_loss
-from cfl_core.engine.training import TrainConfig, batch_schedule, masked_mean, train_batched, train_sequential
+from cfl_core.engine.reference import train_sequential
+from cfl_core.engine.training import TrainConfig, batch_schedule, masked_mean, train_batched
 from tests.helpers import random_federation
 
 

@@ -5,8 +5,8 @@ import torch
 from cfl_core.engine.core import Engine
 from cfl_core.engine.models import build_model
 from cfl_core.engine.seeding import sample_keys
-from cfl_core.engine.training import (TrainConfig, batch_schedule, reference_loss_matrix, train_batched,
-                                      train_sequential)
+from cfl_core.engine.reference import reference_loss_matrix, train_sequential
+from cfl_core.engine.training import TrainConfig, batch_schedule, train_batched
 from tests.helpers import random_federation
 
 CASES = [

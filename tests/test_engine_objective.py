@@ -5,8 +5,8 @@ import torch
 
 from cfl_core.engine.models import build_model
 from cfl_core.engine.objective import MetaStep, Objective, lr_scales
-from cfl_core.engine.training import (TrainConfig, batch_schedule, learn_mixing, learn_mixing_sequential,
-                                      train_batched, train_sequential)
+from cfl_core.engine.reference import learn_mixing_sequential, train_sequential
+from cfl_core.engine.training import TrainConfig, batch_schedule, learn_mixing, train_batched
 from tests.helpers import random_federation
 
 FAMILIES = [("mlp", (1, 8, 8)), ("logreg", (1, 8, 8)), ("cnn", (1, 8, 8))]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..engine.core import Engine
-from ..engine.training import learn_mixing_sequential, reference_loss_matrix, train_sequential
+from ..engine.reference import learn_mixing_sequential, reference_loss_matrix, train_sequential
 
 
 class SequentialEngine(Engine):

@@ -21,7 +21,8 @@ from ..config import ExperimentConfig
 from ..engine.core import Engine
 from ..engine.federation import resolve_device
 from ..engine.models import build_model
-from ..engine.training import TrainConfig, batch_schedule, reference_loss_matrix, train_sequential
+from ..engine.reference import reference_loss_matrix, train_sequential
+from ..engine.training import TrainConfig, batch_schedule
 from .flops import forward_flops, train_flops
 from .measure import MemoryProbe, OtherLoad, load_average, machine_facts, matmul_peak, timed
 from .reference import SequentialEngine
