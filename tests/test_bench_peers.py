@@ -102,7 +102,7 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
-from cfl_core.bench import peers  # noqa: E402
+from cfl_core.bench import peer_report, peers  # noqa: E402
 from cfl_core.cli import main  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -200,7 +200,7 @@ def test_a_peers_json_output_becomes_a_row():
     # ratios against CFL Lab's rows of the same size
     step = peers.PeerRow("CFL Lab", "Experiment.step()", "fedavg", 8, 1, 0.5)
     engine = peers.PeerRow("CFL Lab", "engine (train + average)", "fedavg", 8, 1, 0.25)
-    assert peers.ratios([step, engine, row], row) == (6.0, 10.0)
+    assert peer_report.ratios([step, engine, row], row) == (6.0, 10.0)
 
 
 FAKE_PEER = textwrap.dedent("""
@@ -238,12 +238,12 @@ def test_the_benchmark_without_peers_writes_its_table(tmp_path):
     report = peers.run_peer_benchmark(opts, log=quiet)
     assert {(r.algorithm, r.clients) for r in report.rows} == {("fedavg", 8), ("clove", 8)}
     out = tmp_path / "PEERS.md"
-    out.write_text("old table\n" + peers.NOTES_MARKER + "\nhand-written notes\n")
-    peers.write_markdown(report, "python -m cfl_core bench --peers flower,pfl", out)
+    out.write_text("old table\n" + peer_report.NOTES_MARKER + "\nhand-written notes\n")
+    peer_report.write_markdown(report, "python -m cfl_core bench --peers flower,pfl", out)
     text = out.read_text()
     assert "old table" not in text and text.endswith("hand-written notes\n")
     assert "| fedavg | 8 | CFL Lab | Experiment.step() |" in text and "Learning check" in text
-    peers.write_json(report, tmp_path / "peers.json")
+    peer_report.write_json(report, tmp_path / "peers.json")
     assert len(json.loads((tmp_path / "peers.json").read_text())["rows"]) == 6
 
 
@@ -297,11 +297,11 @@ def test_learning_check_compares_after_equal_rounds_and_a_saved_run_renders_agai
     rows = [peers.PeerRow("CFL Lab", "Experiment.step()", "fedavg", 1000, 1, 0.2, accuracy=0.822, accuracy_after=4),
             peers.PeerRow("flower", "num_cpus=1 per client", "fedavg", 1000, 1, None, accuracy=0.509, accuracy_after=1),
             peers.PeerRow("pfl", "2 processes x 1 thread", "fedavg", 1000, 1, 2.0, accuracy=0.823, accuracy_after=4)]
-    (line,) = peers.learning_check(rows)
+    (line,) = peer_report.learning_check(rows)
     assert "after 4 rounds" in line and "spread 0.1 points, within 3" in line
     assert "flower finished only 1 round(s)" in line
     report = peers.PeerReport({"cpu": "x", "cpu_count": 2, "python": "3", "load_before": "1", "load_after": "1",
                                "other_cpus": 0.1}, peers.PeerOptions(), rows)
-    peers.write_json(report, tmp_path / "r.json")
-    again = peers.report_from_json(tmp_path / "r.json")
+    peer_report.write_json(report, tmp_path / "r.json")
+    again = peer_report.report_from_json(tmp_path / "r.json")
     assert again.rows == rows and again.options == peers.PeerOptions()

@@ -149,7 +149,7 @@ def run(args) -> int:
 
 def _run(args) -> int:
     if args.peers_from:
-        from ..bench.peers import report_from_json, write_markdown
+        from ..bench.peer_report import report_from_json, write_markdown
 
         report = report_from_json(args.peers_from)
         if not args.out:
@@ -205,8 +205,8 @@ def _previous_lines(path: str) -> dict:
 
 
 def _run_peers(args) -> int:
-    from ..bench.peers import (PEER_SCRIPTS, PeerEnvironmentMissing, PeerOptions, learning_check,
-                               run_peer_benchmark, text_table, write_json, write_markdown)
+    from ..bench.peer_report import learning_check, text_table, write_json, write_markdown
+    from ..bench.peers import PEER_SCRIPTS, PeerEnvironmentMissing, PeerOptions, run_peer_benchmark
 
     unknown = [p for p in args.peers if p not in PEER_SCRIPTS]
     if unknown:
