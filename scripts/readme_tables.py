@@ -10,7 +10,10 @@ of the sweep folder's summary.md; nothing else in the README changes.
 `<!-- sweep: NAME pivot=MEASURE -->` (MEASURE: final_accuracy or final_ari) puts instead a pivot of the
 sweep's results.csv: a row per algorithm, a column per partition, mean ± std over the seeds.
 `reference=FILE` (a CSV under the repository: partition, algorithm, the measure, where) adds a
-"paper" column after each partition with the reference's figure, "—" where it has none. With --check nothing is
+"paper" column after each partition with the reference's figure, "—" where it has none; a partition for which
+the reference has no figure at all gets no such column (a column of dashes says nothing the text cannot). Every
+reference row must say where its figure comes from (`where`) and give the measure as a number (accuracy as a
+fraction in [0, 1]); a row that does not is refused with its line number. With --check nothing is
 written: every cell of the README's table is compared with the sweep's, row by row, and the
 script exits 1 when any differs (or a sweep has runs not finished).
 """
@@ -25,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from cfl_core.sweep.folder import RESULTS_FILE  # noqa: E402
-from cfl_core.sweep.tables import pivot_table, read_results  # noqa: E402
+from cfl_core.sweep.tables import MISSING_FIGURE, pivot_table, read_results  # noqa: E402
 
 MARKER = re.compile(r"^<!-- sweep: ([A-Za-z0-9_.\-]+)((?: [a-z]+=[A-Za-z0-9_./\-]+)*) -->$")
 PARAMETERS = ("pivot", "reference")
@@ -59,10 +62,55 @@ def marker_parameters(text: str) -> dict[str, str]:
     return out
 
 
+REFERENCE_COLUMNS = ("partition", "algorithm", "where")
+MEASURE_RANGES = {"final_accuracy": (0.0, 1.0), "final_ari": (-1.0, 1.0)}
+
+
 def read_reference(path: Path, measure: str) -> dict[tuple[str, str], float]:
-    """{(partition, algorithm): figure} of a reference CSV's rows that give the measure."""
+    """{(partition, algorithm): figure} of a reference CSV's rows that give the measure (rows without it are
+    figures of another measure). A missing file or column, a figure that is not a number in the measure's
+    range, a row without its source or a (partition, algorithm) given twice stops with one line saying so."""
+    if not path.is_file():
+        raise SystemExit(f"reference {path}: no such file")
+    low, high = MEASURE_RANGES.get(measure, (float("-inf"), float("inf")))
     with path.open(encoding="utf-8", newline="") as f:
-        return {(r["partition"], r["algorithm"]): float(r[measure]) for r in csv.DictReader(f) if r.get(measure)}
+        reader = csv.DictReader(f)
+        missing = [c for c in (*REFERENCE_COLUMNS, measure) if c not in (reader.fieldnames or [])]
+        if missing:
+            raise SystemExit(f"reference {path}: no column {', '.join(missing)} "
+                             f"(header: {', '.join(reader.fieldnames or []) or 'empty'})")
+        out: dict[tuple[str, str], float] = {}
+        for line, row in enumerate(reader, start=2):
+            text = (row.get(measure) or "").strip()
+            if not text:
+                continue
+            try:
+                figure = float(text)
+            except ValueError:
+                figure = float("nan")
+            if not low <= figure <= high:  # also refuses nan
+                raise SystemExit(f"reference {path} line {line}: {measure} {text!r} is not a number in "
+                                 f"[{low:g}, {high:g}]" + (" (accuracy as a fraction)" if measure == "final_accuracy"
+                                                           else ""))
+            if not (row.get("where") or "").strip():
+                raise SystemExit(f"reference {path} line {line}: no 'where' (the figure's source)")
+            key = ((row.get("partition") or "").strip(), (row.get("algorithm") or "").strip())
+            if key in out:
+                raise SystemExit(f"reference {path} line {line}: {key[0]}, {key[1]} given twice")
+            out[key] = figure
+    return out
+
+
+def drop_empty_reference_columns(lines: list[str]) -> list[str]:
+    """The pivot's lines without the "paper" columns in which no row has a figure."""
+    rows = [cells(line) for line in lines]
+    header, body = rows[0], rows[2:]
+    keep = [i for i, name in enumerate(header)
+            if name != "paper" or any(r[i] != MISSING_FIGURE for r in body)]
+    if len(keep) == len(header):
+        return lines
+    out = ["| " + " | ".join(header[i] for i in keep) + " |", "|" + "---|" * len(keep)]
+    return out + ["| " + " | ".join(r[i] for i in keep) + " |" for r in body]
 
 
 def pivot_lines(runs: Path, name: str, parameters: dict[str, str]) -> tuple[list[str], list[str]]:
@@ -71,7 +119,8 @@ def pivot_lines(runs: Path, name: str, parameters: dict[str, str]) -> tuple[list
     rows = read_results((runs / name / RESULTS_FILE).read_text(encoding="utf-8"))
     reference = read_reference(ROOT / parameters["reference"], measure) if "reference" in parameters else None
     table, notes = pivot_table(rows, measure, reference=reference)
-    return table.splitlines(), [f"- {n}" for n in notes]
+    lines = table.splitlines()
+    return (drop_empty_reference_columns(lines) if reference is not None else lines), [f"- {n}" for n in notes]
 
 
 def cells(line: str) -> list[str]:

@@ -68,8 +68,59 @@ def test_readme_tables_splices_a_pivot_under_its_marker_and_checks_it(tmp_path):
     assert script.main(args) == 1  # written, and the cell with a failed run is reported
     text = readme.read_text()
     assert "| clove | 0.75 ± 0.35 (1/2) | 1.00 (1/1) |\n| fedpac | n/a | n/a |\n\n<!--" in text
-    assert "| fedpac | 72.5 ± 3.5 | 80.1 | 50.0 | — |\n\nend\n" in text and "| old |" not in text
+    # the reference has a figure for iid only: a paper column after iid, none after concept-shift
+    assert "| algorithm | iid | paper | concept-shift |\n" in text
+    assert "| fedpac | 72.5 ± 3.5 | 80.1 | 50.0 |\n\nend\n" in text and "| old |" not in text
     (runs / "tiny" / "results.csv").write_text(header + body.replace("failed", "finished").replace(",,,,\n", ",0.6,,,\n", 1))
     assert script.main(["--check", *args]) == 1  # the README now differs from the sweep: said, nothing written
     assert readme.read_text() == text
     assert script.main(args) == 0 and script.main(["--check", *args]) == 0
+
+
+def test_a_partition_without_any_reference_figure_gets_no_paper_column():
+    script = _script()
+    table, _ = pivot_table(ROWS, "final_accuracy", reference={("iid", "clove"): 0.913})
+    lines = script.drop_empty_reference_columns(table.splitlines())
+    assert lines[0] == "| algorithm | iid | paper | concept-shift |"  # concept-shift has no figure: no column
+    assert lines[1] == "|---|---|---|---|"
+    assert lines[2] == "| clove | 85.0 ± 7.1 | 91.3 | 60.0 |"
+    assert lines[3] == "| fedpac | 72.5 ± 3.5 | — | 50.0 |"  # a missing figure in a kept column stays a dash
+    empty, _ = pivot_table(ROWS, "final_accuracy", reference={})
+    assert script.drop_empty_reference_columns(empty.splitlines())[0] == "| algorithm | iid | concept-shift |"
+
+
+def _refused(script, path, measure="final_accuracy"):
+    try:
+        script.read_reference(path, measure)
+    except SystemExit as stop:
+        return str(stop)
+    raise AssertionError(f"{path.read_text()!r} was accepted")
+
+
+def test_a_bad_reference_file_is_refused_with_the_line_that_is_wrong(tmp_path):
+    script = _script()
+    path = tmp_path / "paper.csv"
+    assert "no such file" in _refused(script, path)
+    path.write_text("partition,algorithm,final_accuracy\niid,clove,0.9\n")
+    assert "no column where" in _refused(script, path)
+    path.write_text("partition,algorithm,final_accuracy,where\niid,clove,0.9,Table 2\niid,ifca,91.3,Table 2\n")
+    message = _refused(script, path)
+    assert "line 3" in message and "'91.3'" in message and "fraction" in message  # a percentage, not a fraction
+    path.write_text("partition,algorithm,final_accuracy,where\niid,clove,n/a,Table 2\n")
+    assert "line 2" in _refused(script, path)
+    path.write_text("partition,algorithm,final_accuracy,where\niid,clove,0.9,\n")
+    assert "no 'where'" in _refused(script, path)
+    path.write_text("partition,algorithm,final_accuracy,where\niid,clove,0.9,T2\niid,clove,0.8,T3\n")
+    assert "given twice" in _refused(script, path)
+    path.write_text("partition,algorithm,final_accuracy,final_ari,where\niid,clove,,0.5,T2\niid,ifca,0.7,,T2\n")
+    assert script.read_reference(path, "final_accuracy") == {("iid", "ifca"): 0.7}  # an ARI-only row is skipped
+    assert script.read_reference(path, "final_ari") == {("iid", "clove"): 0.5}
+
+
+def test_the_committed_paper_figures_are_readable_and_sourced():
+    script = _script()
+    files = sorted((ROOT / "sweeps").glob("clove-paper-*.csv"))
+    assert files
+    for path in files:
+        figures = script.read_reference(path, "final_accuracy")  # refuses a figure without its source
+        assert all(0 <= f <= 1 for f in figures.values())
