@@ -230,10 +230,11 @@ def test_protocols_report_each_papers_measure():
     assert reported_accuracy("ifca", records[:2]) == (None, None)  # not recorded: the run had another protocol
 
 
-def test_ifca_protocol_picks_each_test_splits_lowest_loss_model_and_tables_name_it(tmp_path):
+def test_ifca_protocol_on_the_clients_own_splits_picks_each_lowest_loss_model_and_tables_name_it(tmp_path):
     from cfl_core.compare import compare_table, run_comparison
 
-    base = ExperimentConfig(**SMALL, rounds=2, protocol="ifca", models=2)
+    # test_machines_per_cluster=0: every client's own test split is a test machine
+    base = ExperimentConfig(**SMALL, rounds=2, protocol="ifca", models=2, test_machines_per_cluster=0)
     results = run_comparison(base, ["ifca", "fedavg"], tmp_path)
     exp = Experiment(base.replace(algorithm="ifca"))
     records = [r for r in exp]
