@@ -11,9 +11,12 @@ Each paper measures "accuracy" its own way, and the numbers are not interchangea
   taking only the rounds once every client of the federation has been selected at least
   once (the authors' code blanks the earlier, partial rounds; a newcomer that has not
   joined yet holds the count back too), and the maximum over those
-  rounds, as FlexCFL's result files report it. (Their code also tests each client on
-  the group model it last received; CFL Lab tests every client on its group's current
-  model, so under partial participation the two can differ.)
+  rounds, as FlexCFL's result files report it. For FlexCFL and FedGroup the accuracy is
+  the authors': each client tested on the group model it last *received* (sent when it
+  was last selected, before that round's training), recorded per round as
+  `extras["last_received_accuracy"]`; even under full participation that is the model
+  one round older than the current one. Other algorithms are scored on their current
+  models (test-size-weighted).
 - `ifca`: IFCA's test machines (cfl_core/test_machines.py): `test_machines_per_cluster`
   held-out clients per cluster (unset: as many as the training clients per cluster),
   drawn from the test pool through their cluster's transform and never trained on; each
@@ -34,13 +37,16 @@ from __future__ import annotations
 PROTOCOLS = ("clove", "flexcfl", "ifca")
 PROTOCOL_TEXT = {
     "clove": "final round, unweighted mean over clients (CLoVE's measure)",
-    "flexcfl": "best test-size-weighted accuracy over the rounds after every client took part once (FlexCFL's)",
-    "ifca": "final round, test machines: each test split takes its lowest-test-loss model, correct / samples (IFCA's)",
+    "flexcfl": "best test-size-weighted accuracy over the rounds after every client took part once, FlexCFL's and "
+               "FedGroup's clients on the model they last received (FlexCFL's)",
+    "ifca": "final round, held-out test machines per cluster each take their lowest-test-loss model, correct / "
+            "samples (IFCA's)",
 }
 TEST_MACHINE_KEY = "test_machine_accuracy"
 CLUSTER_ACCURACY_KEY = "test_machine_cluster_accuracy"  # Hungarian model-to-cluster matching
 INDEX_ACCURACY_KEY = "test_machine_cluster_accuracy_index"  # IFCA's code: model index == cluster index
 PICKS_KEY = "test_machine_picks"  # machines per model
+LAST_RECEIVED_KEY = "last_received_accuracy"  # FlexCFL/FedGroup under protocol flexcfl
 
 
 def reported_accuracy(protocol: str, records) -> tuple[float | None, int | None]:
@@ -57,10 +63,12 @@ def reported_accuracy(protocol: str, records) -> tuple[float | None, int | None]
         best, best_round = None, None
         for r in records:
             seen.update(r.participants)
-            if r.weighted_accuracy is None or len(seen) < len(r.assignments):
+            # FlexCFL and FedGroup record the accuracy on the models last received; others, on the current ones
+            value = r.extras.get(LAST_RECEIVED_KEY, r.weighted_accuracy)
+            if value is None or len(seen) < len(r.assignments):
                 continue  # a partial round: some client has not taken part yet
-            if best is None or r.weighted_accuracy > best:
-                best, best_round = r.weighted_accuracy, r.round
+            if best is None or value > best:
+                best, best_round = value, r.round
         return best, best_round
     raise ValueError(f"protocol {protocol!r}: one of {', '.join(PROTOCOLS)}")
 
@@ -72,6 +80,21 @@ def reported_extras(protocol: str, records) -> dict:
     last = records[-1].extras
     return {"reported_cluster_accuracy": last.get(CLUSTER_ACCURACY_KEY),
             "reported_cluster_accuracy_index": last.get(INDEX_ACCURACY_KEY)}
+
+
+def last_received_accuracy(engine, received, has_received) -> dict:
+    """FlexCFL's evaluation: every client that has been sent a model, tested on the model it last received
+    (`received` [N, D]); correct / test samples over them, as the record's `LAST_RECEIVED_KEY` ({} if none)."""
+    import torch
+
+    clients = torch.nonzero(has_received).squeeze(1)
+    if len(clients) == 0:
+        return {}
+    ev = engine.evaluate(received[clients.to(received.device)], torch.arange(len(clients)), clients)
+    if ev.accuracy is None:
+        return {}
+    n_test = engine.fed.n_test.cpu()[clients].float()
+    return {LAST_RECEIVED_KEY: float((ev.accuracy * n_test).sum() / n_test.sum().clamp(min=1))}
 
 
 def matched_share(picks, truth, models: int) -> tuple[float, float]:
