@@ -346,3 +346,11 @@ def test_protocol_table_gives_a_row_per_algorithm_and_protocol(tmp_path):
     assert [r.split(" | ")[:2] for r in rows[2:]] == [["| ifca", "`clove`"], ["| ifca", "`flexcfl`"],
                                                       ["| ifca", "`ifca`"]]
     assert all(r.endswith("| 2 |") for r in rows[2:])
+    # IFCA's cluster accuracy of the same runs, matched and by index, from their summaries' figures
+    from cfl_core.records import load_run
+    from cfl_core.sweep.tables import mean_std
+
+    finals = [load_run(tmp_path / f"seed{seed}" / "ifca").records[-1].extras for seed in (0, 1)]
+    clusters = module.cluster_accuracy_rows(tmp_path)
+    assert clusters[2] == (f"| ifca | {mean_std([f['test_machine_cluster_accuracy'] for f in finals], 100)} | "
+                           f"{mean_std([f['test_machine_cluster_accuracy_index'] for f in finals], 100)} | 2 |")
