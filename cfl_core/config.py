@@ -23,6 +23,8 @@ MAX_ROUNDS = 100_000
 MAX_MODELS = 10_000
 MAX_LOCAL_EPOCHS = 1_000
 MAX_BATCH_SIZE = 100_000
+MAX_TEST_MACHINES = 10_000  # per cluster: IFCA's MNIST setting has 100
+MAX_TEST_MACHINE_SAMPLES = 1_000_000  # over all test machines: about 3 GB of 28x28 images
 
 
 def _algorithm_names():
@@ -134,6 +136,14 @@ class ExperimentConfig:
                             help="which paper's measure summaries and tables report: clove (final, mean over "
                                  "clients), flexcfl (best test-size-weighted), ifca (test machines by lowest test "
                                  "loss); see docs/faithfulness.md")
+    test_machines_per_cluster: int | None = setting(
+        None, Interval(0, MAX_TEST_MACHINES), label="Test machines per cluster (protocol ifca)", group="training",
+        advanced=True, none_means="as many as the training clients per cluster",
+        allowed_text=f"a whole number of test machines per cluster in [0, {MAX_TEST_MACHINES}] (0: the clients' own "
+                     "test splits)",
+        help="protocol ifca: held-out test clients per cluster, drawn from the test pool through the cluster's "
+             "transform and never trained on; each takes the model with the lowest loss on its test data (IFCA's "
+             "test machines); 0 uses every client's own test split instead")
     device: str = setting("auto", Choice(DEVICES), label="Device", group="training",
                           help="auto = the GPU when there is one, else the CPU")
 
@@ -198,6 +208,14 @@ class ExperimentConfig:
             raise ConfigError("model", self.model, "a supervised model when unsupervised is false "
                                                    "(set unsupervised to true for the autoencoder)")
         validate_dynamics(self)
+        if self.protocol == "ifca":
+            machines = self.clusters * (self.clients_per_cluster if self.test_machines_per_cluster is None
+                                        else self.test_machines_per_cluster)
+            if machines * self.partition_config().test_size > MAX_TEST_MACHINE_SAMPLES:
+                raise ConfigError("test_machines_per_cluster", self.test_machines_per_cluster,
+                                  f"at most {MAX_TEST_MACHINE_SAMPLES:,} test samples over all test machines "
+                                  f"(clusters x machines per cluster x test samples per client); this asks "
+                                  f"{machines * self.partition_config().test_size:,}")
         ALGORITHMS[self.algorithm].validate_config(self)
 
 

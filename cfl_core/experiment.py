@@ -113,6 +113,7 @@ class Experiment:
         algo_cls = ALGORITHMS[config.algorithm]
         ctx = RunContext(config, self.engine, algo_cls.parse_options(config.options), lambda: self.true_clusters)
         self.algorithm = algo_cls(ctx)
+        self.test_machines = self._test_machine_engine(setup) if self._reports_test_machines() else None
         self.round = 0
         self.records: list[RoundRecord] = []
         self.status: str | None = None
@@ -324,12 +325,8 @@ class Experiment:
         truth = self.true_clusters[placed].numpy()
         labels = model_of[placed].numpy()
         all_extras = {**extras, **outcome.extras}
-        if self.config.protocol == "ifca" and self.algorithm.has_clusters and not self.algorithm.one_model_per_client:
-            from .protocols import TEST_MACHINE_KEY, test_machine_accuracy
-
-            # every joined client's test split is a test machine, with or without a model of its own
-            all_extras[TEST_MACHINE_KEY] = test_machine_accuracy(self.engine, models,
-                                                                 torch.nonzero(joined).squeeze(1))
+        if self._reports_test_machines():
+            all_extras.update(self._test_machine_extras(models, joined))
         scored = self.algorithm.has_clusters and self.cluster_truth
         if not scored:
             # no clusters to score (a personalised algorithm) or no truth to score them against (natural
@@ -363,6 +360,28 @@ class Experiment:
             evaluated=int(len(placed)),
             extras=all_extras,
         )
+
+    # -- IFCA's test machines (protocol ifca, cfl_core/test_machines.py) -----------------------------
+    def _reports_test_machines(self) -> bool:
+        return self.config.protocol == "ifca" and self.algorithm.has_clusters and \
+            not self.algorithm.one_model_per_client
+
+    def _test_machine_engine(self, setup: Setup) -> Engine | None:
+        """An engine over the held-out test machines (never trained on); None: the clients' test splits stand in."""
+        from .test_machines import build_test_machines
+
+        machines = build_test_machines(self.config, setup.dataset, self.federation.device)
+        return None if machines is None else Engine(self.spec, machines, self.engine.train_cfg, self.config.seed)
+
+    def _test_machine_extras(self, models: torch.Tensor, joined: torch.Tensor) -> dict:
+        from .protocols import test_machine_stats
+
+        if self.test_machines is not None:
+            everyone = torch.arange(self.test_machines.fed.num_clients)
+            return test_machine_stats(self.test_machines, models, everyone, self.test_machines.fed.clusters.numpy())
+        # test_machines_per_cluster=0: every joined client's test split is a machine, with or without a model
+        clients = torch.nonzero(joined).squeeze(1)
+        return test_machine_stats(self.engine, models, clients, self.true_clusters[clients].numpy())
 
     def __iter__(self) -> Iterator[RoundRecord]:
         while not self.done:

@@ -91,13 +91,19 @@ TABLE: dict[tuple[str, str], Profile] = {
 }
 
 
+def check_profile(name, where: str = "profile") -> str:
+    """`name` when it is a profile; else one ConfigError naming `where` and the value (the CLI, sweep specs)."""
+    from .errors import ConfigError
+
+    if not isinstance(name, str) or name not in PROFILES:
+        raise ConfigError(where, name, "a profile: one of " + ", ".join(PROFILES))
+    return name
+
+
 def apply_profile(cfg, name: str, keep: set[str] | frozenset = frozenset(),
                   keep_options: set[str] | frozenset = frozenset()):
     """(config with the profile's settings for its algorithm, a note saying what was set or why nothing was)."""
-    from .errors import ConfigError
-
-    if name not in PROFILES:
-        raise ConfigError("profile", name, "one of " + ", ".join(PROFILES))
+    check_profile(name)
     profile = TABLE.get((cfg.algorithm, name))
     if profile is None:
         return cfg, f"no {name} profile for {cfg.algorithm}: its settings are unchanged"

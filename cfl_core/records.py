@@ -106,7 +106,7 @@ def summarize(algorithm: str, records: list[RoundRecord], status: str, protocol:
     """The run's headline numbers; `reported_accuracy` is the accuracy under `protocol` (cfl_core.protocols).
     Computed from the values as the run folder holds them (6 significant digits), so a run resumed from its
     folder summarises exactly as one that never stopped."""
-    from .protocols import reported_accuracy
+    from .protocols import reported_accuracy, reported_extras
 
     accs = [_clean(r.accuracy) for r in records if r.accuracy is not None]
     reported, reported_round = reported_accuracy(protocol, records)
@@ -130,6 +130,7 @@ def summarize(algorithm: str, records: list[RoundRecord], status: str, protocol:
         "protocol": protocol,
         "reported_accuracy": reported,
         "reported_round": reported_round,
+        **reported_extras(protocol, records),
         **not_applicable,
     })
 

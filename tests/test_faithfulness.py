@@ -230,10 +230,11 @@ def test_protocols_report_each_papers_measure():
     assert reported_accuracy("ifca", records[:2]) == (None, None)  # not recorded: the run had another protocol
 
 
-def test_ifca_protocol_picks_each_test_splits_lowest_loss_model_and_tables_name_it(tmp_path):
+def test_ifca_protocol_on_the_clients_own_splits_picks_each_lowest_loss_model_and_tables_name_it(tmp_path):
     from cfl_core.compare import compare_table, run_comparison
 
-    base = ExperimentConfig(**SMALL, rounds=2, protocol="ifca", models=2)
+    # test_machines_per_cluster=0: every client's own test split is a test machine
+    base = ExperimentConfig(**SMALL, rounds=2, protocol="ifca", models=2, test_machines_per_cluster=0)
     results = run_comparison(base, ["ifca", "fedavg"], tmp_path)
     exp = Experiment(base.replace(algorithm="ifca"))
     records = [r for r in exp]
@@ -345,3 +346,11 @@ def test_protocol_table_gives_a_row_per_algorithm_and_protocol(tmp_path):
     assert [r.split(" | ")[:2] for r in rows[2:]] == [["| ifca", "`clove`"], ["| ifca", "`flexcfl`"],
                                                       ["| ifca", "`ifca`"]]
     assert all(r.endswith("| 2 |") for r in rows[2:])
+    # IFCA's cluster accuracy of the same runs, matched and by index, from their summaries' figures
+    from cfl_core.records import load_run
+    from cfl_core.sweep.tables import mean_std
+
+    finals = [load_run(tmp_path / f"seed{seed}" / "ifca").records[-1].extras for seed in (0, 1)]
+    clusters = module.cluster_accuracy_rows(tmp_path)
+    assert clusters[2] == (f"| ifca | {mean_std([f['test_machine_cluster_accuracy'] for f in finals], 100)} | "
+                           f"{mean_std([f['test_machine_cluster_accuracy_index'] for f in finals], 100)} | 2 |")

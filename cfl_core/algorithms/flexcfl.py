@@ -213,6 +213,10 @@ class FedGroup(Algorithm):
             self._client_cold_start(rest, 0, "client-cold-start")
         extras["edc"] = list(self.edc)
         self._edc_changed = False
+        # protocol flexcfl: the authors test each client on the group model it last received (when last selected)
+        self.received = torch.zeros(n, self.models.shape[1], device=fed.device) \
+            if self.cfg.protocol == "flexcfl" else None
+        self.has_received = torch.zeros(n, dtype=torch.bool)
         if getattr(self.opts, "migration", False) and self.cfg.unsupervised:
             extras["migration_note"] = "no migration in unsupervised runs: it needs the clients' labels"
         return extras
@@ -323,10 +327,17 @@ class FedGroup(Algorithm):
             self._first_cold_start(unplaced, round_index)
         old = self.models
         owners = self.assign[participants]
+        if self.received is not None:  # what each participant is sent this round
+            self.received[participants.to(old.device)] = old[owners.to(old.device)]
+            self.has_received[participants] = True
         self.models, train_loss = self.engine.train_and_aggregate(old, participants, owners, round_index,
                                                                   weighting=self.opts.weighting)
         trained = torch.bincount(owners, minlength=old.shape[0]) > 0
         self.models = self._inter_group(old.to(self.models.device), self.models, trained.to(self.models.device))
+        if self.received is not None:
+            from ..protocols import last_received_accuracy
+
+            extras.update(last_received_accuracy(self.engine, self.received, self.has_received))
         if self._edc_changed:
             extras["edc"] = list(self.edc)
             self._edc_changed = False

@@ -54,15 +54,17 @@ def draw_with_replacement(labels: np.ndarray, counts: np.ndarray, seed: int) -> 
     return [np.sort(np.concatenate(p)) if p else np.zeros(0, dtype=np.int64) for p in picked]
 
 
-def draw_test(labels: np.ndarray, counts: np.ndarray, seed: int) -> tuple[list[np.ndarray], bool]:
+def draw_test(labels: np.ndarray, counts: np.ndarray, seed: int,
+              stream: int = STREAM_TEST) -> tuple[list[np.ndarray], bool]:
     """Test indices per client, and whether they are disjoint across clients.
 
     A class whose pool covers every client's demand is dealt out disjointly.
     Otherwise each client draws that class independently (without replacement
     inside the client while the pool allows), so clients may share test samples;
     never training ones, since the test pool is separate. A class missing from
-    the pool is skipped, leaving the client a smaller test set."""
-    rng = np.random.default_rng([seed, STREAM_TEST])
+    the pool is skipped, leaving the client a smaller test set. `stream`: another
+    purpose's draw from the same pool (IFCA's test machines)."""
+    rng = np.random.default_rng([seed, stream])
     picked: list[list[np.ndarray]] = [[] for _ in range(len(counts))]
     disjoint = True
     for c in range(counts.shape[1]):

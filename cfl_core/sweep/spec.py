@@ -18,6 +18,10 @@ A spec (JSON, or YAML when PyYAML is installed) is an object with these keys, al
       clove: {stable_rounds: 3}
     folder: "{partition}/seed{seed}/{algorithm}"  # run folder per point (default: swept values + key)
 
+`profile` (paper | authors-code, or null for none) may stand in base, grid, zip or cases like a
+field: each point gets its algorithm's profile (cfl_core/profiles.py) as the CLI's `--profile`
+gives it, under the fields and options the spec sets for that point.
+
 At least one of grid, zip and cases is needed. The fields of base, grid, zip and cases are the
 experiment config's declared settings (`cfl_core/settings.py`): each value goes through its
 setting's coercer and allowed values, so an error names the field (`grid.partition[2]`) and what is
@@ -49,6 +53,7 @@ from ..config import ExperimentConfig
 from ..errors import ConfigError
 from ..settings import parse, settings_of
 
+PROFILE = "profile"  # base/grid/zip/cases: the paper's or the authors' code's settings (as the CLI's --profile)
 SPEC_KEYS = ("name", "description", "base", "grid", "zip", "cases", "options", "folder")
 OPTION_PREFIXES = ("options.", "shift_options.")
 KEY_LENGTH = 16
@@ -203,7 +208,15 @@ class SweepSpec:
         merged["options"] = _typed_given(algo_cls.parse_options(options), options)
         if shift_cls is not None:
             merged["shift_options"] = _typed_given(shift_cls.parse(shift_options), shift_options)
-        config = with_default_models(ExperimentConfig.from_dict(merged))
+        profile = merged.pop(PROFILE, None)
+        config = ExperimentConfig.from_dict(merged)
+        if profile is not None:
+            from ..profiles import apply_profile
+
+            # as --profile on the command line: the fields and options the spec gives win over the profile's
+            given = set(merged) - {"options", "shift_options"}
+            config, _ = apply_profile(config, profile, keep=given, keep_options=set(options))
+        config = with_default_models(config)
         config.validate()
         return config
 
@@ -316,7 +329,12 @@ def _check_unique_folders(template, points: list[Point]) -> None:
 
 # -- parsing --------------------------------------------------------------------------------------------------
 def _typed(name: str, value, where: str):
-    """A config field's value through its declared setting (type and allowed values); error names `where`."""
+    """A config field's value through its declared setting (type and allowed values); error names `where`.
+    `profile` is the one name that is not a field: a profile (cfl_core.profiles), or null for none."""
+    if name == PROFILE:
+        from ..profiles import check_profile
+
+        return None if value is None else check_profile(value, where)
     declared = settings_of(ExperimentConfig)
     if name not in declared:
         raise ConfigError(where, value, "a field of the experiment config (" + ", ".join(declared) + ")")
