@@ -86,7 +86,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            dict(_BASE, algorithm="fedpac", partition="concept-shift"), vs="clove"),
     Preset("As in the paper: IFCA",
            "IFCA's own training: 10 full-batch gradient steps a round, momentum 0, lr 0.1, 300 rounds, plain means, "
-           "scored by test machines (each test split takes its lowest-loss model).",
+           "scored by held-out test machines (each takes the model with its lowest test loss).",
            _profiled("paper", algorithm="ifca"), tags=("profile",)),
     Preset("As in the paper: CLoVE",
            "CLoVE's supervised experiments: Adam lr 0.01, one local epoch of batch 100, 100 rounds, random first "
