@@ -1,7 +1,7 @@
 """How the dashboard's server answers while browsers watch running jobs (the figures in SERVER_LOAD.md).
 
     python benchmarks/server_load.py [--sessions 5] [--jobs 2] [--seconds 60] [--workers process|thread]
-                                     [--repo PATH] [--profile FILE] [--json FILE]
+                                     [--watchers normal|idle] [--repo PATH] [--profile FILE] [--json FILE]
 
 Starts the dashboard headless (as `make run` does) on a fresh runs folder, opens
 `--jobs` browser sessions (Debian's chromium through Playwright, one browser
@@ -11,15 +11,27 @@ link, until `--sessions` sessions watch the running jobs. While they watch it
 measures, for `--seconds`:
 
 - the health check: GET /_stcore/health every 0.5 s (latency of each answer);
-- a page load: every 8 s a new browser session opens the Playground and the time
-  until its Run button is drawn is recorded (navigation to an interactive page);
-- the machine: the 1-minute load average, and the CPU taken by processes that
-  are not this benchmark's (other work on the machine), from /proc.
+- the server's page: every 6 s a fresh session asks for the Playground over
+  Streamlit's own protocol (GET /, open /_stcore/stream, ask for a run) and the
+  time until the server has sent all of it ("script finished") is recorded: the
+  server's part of a page load, without a browser's;
+- a page load: every 8 s a fresh browser session (a chromium of its own, at the
+  benchmark's priority) opens the Playground and the time until its Run button is
+  drawn is recorded, with the phases (document loaded, websocket open, first
+  message) and what it received;
+- what the watching sessions received (messages and kB a second on their
+  websockets, the largest message, the rounds their status line shows at the end);
+- the machine: the 1-minute load average, and the CPU cores taken by this
+  benchmark's processes (server, training workers, browsers) and by every other
+  process on the machine, from /proc.
 
-`--workers thread` trains in the server's threads (as before worker processes);
-`--repo` starts the server from another checkout (e.g. the main branch) to
-compare. `--profile FILE` samples the server's threads every 5 ms
-(benchmarks/server_sampler.py) and writes where each thread spent its time.
+`--watchers idle` runs the watching sessions' chromium under SCHED_IDLE (it gets
+a core only when nothing else wants one): on this 2-core machine the watching
+browsers would otherwise take as much CPU as the server, which the target is not
+about (a class watches on its own laptops). `--workers thread` trains in the
+server's threads (as before worker processes); `--repo` starts the server from
+another checkout (e.g. the main branch) to compare. `--profile FILE` samples the
+server's threads every 5 ms and times each script run (benchmarks/server_sampler.py).
 Prints one JSON object with every figure (and writes it to --json).
 """
 from __future__ import annotations
@@ -27,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -71,7 +84,11 @@ def kind_of(pid: int, server: int) -> str:
     if pid == server:
         return "server"
     if "chrom" in cmd:
-        return "browser"
+        try:
+            idle = os.sched_getscheduler(pid) == os.SCHED_IDLE
+        except OSError:
+            idle = False
+        return "browser (idle)" if idle else "browser"
     if "forkserver" in cmd or "multiprocessing" in cmd:
         return "training workers"
     return "benchmark and Playwright"
@@ -108,19 +125,83 @@ def health(url: str) -> float:
     return time.perf_counter() - started
 
 
-def page_load(browser, url: str, timeout: float = 90.0) -> float:
-    """Seconds from navigation until a fresh session's Playground has drawn its Run button."""
+class Wire:
+    """What one browser session received on its websocket (Streamlit's /_stcore/stream): frames and bytes,
+    and when the first one came (seconds after `started`)."""
+
+    def __init__(self, page, started: float | None = None):
+        self.frames = self.bytes = 0
+        self.largest = 0
+        self.started = time.perf_counter() if started is None else started
+        self.opened = self.first = None
+        page.on("websocket", self._socket)
+
+    def _socket(self, ws):
+        if "_stcore/stream" not in ws.url:
+            return
+        self.opened = time.perf_counter() - self.started
+        ws.on("framereceived", self._frame)
+
+    def _frame(self, payload):
+        size = len(payload)
+        if self.first is None:
+            self.first = time.perf_counter() - self.started
+        self.frames += 1
+        self.bytes += size
+        self.largest = max(self.largest, size)
+
+
+def page_load(browser, url: str, timeout: float = 90.0) -> dict:
+    """A fresh session's Playground: seconds until its document loaded, its websocket opened, its first
+    message came, and its Run button was drawn (`total`: inf when it did not within `timeout`)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    phases: dict = {}
     try:
         page = context.new_page()
         started = time.perf_counter()
-        page.goto(url + "/", timeout=timeout * 1000)
+        wire = Wire(page, started)
+        page.goto(url + "/", timeout=timeout * 1000, wait_until="domcontentloaded")
+        phases["document"] = time.perf_counter() - started
         page.get_by_role("button", name="Run", exact=True).first.wait_for(timeout=timeout * 1000)
-        return time.perf_counter() - started
+        phases["total"] = time.perf_counter() - started
+        phases.update(socket_open=wire.opened, first_message=wire.first, messages=wire.frames, bytes=wire.bytes)
     except Exception:
-        return float("inf")
+        phases["total"] = float("inf")
     finally:
         context.close()
+    return phases
+
+
+def server_page(url: str, timeout: float = 90.0) -> float:
+    """Seconds until the server has sent a fresh session the whole Playground, measured without a browser.
+
+    Speaks Streamlit's own protocol, as its frontend does: GET the page, open /_stcore/stream, ask for a run of
+    the default page, and read every message until the run's "script finished". What a browser adds on top (parsing
+    the frontend's JavaScript, drawing the widgets) is the browser's own CPU; on this 2-core machine chromium shares
+    the cores with the watching sessions and everything else, so `page_load` measures both."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from websockets.sync.client import connect
+
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(url + "/", timeout=timeout) as r:
+            r.read()
+        with connect(url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
+                     open_timeout=timeout, max_size=None) as ws:
+            ask = BackMsg()
+            ask.rerun_script.query_string = ""
+            ask.rerun_script.page_script_hash = ""
+            ws.send(ask.SerializeToString())
+            while time.perf_counter() - started < timeout:
+                msg = ForwardMsg()
+                msg.ParseFromString(ws.recv(timeout=timeout))
+                if (msg.WhichOneof("type") == "script_finished"
+                        and msg.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY):
+                    return time.perf_counter() - started
+    except Exception:
+        pass
+    return float("inf")
 
 
 def summary(values: list[float]) -> dict:
@@ -162,6 +243,10 @@ def main() -> int:
     ap.add_argument("--repo", type=Path, default=REPO, help="the checkout whose dashboard is measured")
     ap.add_argument("--profile", help="write the server's thread samples here (JSON)")
     ap.add_argument("--json", help="write the results here too")
+    ap.add_argument("--watchers", choices=["normal", "idle"], default="normal",
+                    help="CPU priority of the watching sessions' chromium: as the benchmark's, or idle (Linux's "
+                         "SCHED_IDLE, through `chrt --idle 0`: it runs when nothing else wants a core). The fresh "
+                         "page loads always use a browser of their own at the benchmark's priority")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -174,11 +259,14 @@ def main() -> int:
                     "load_before": [round(v, 2) for v in load_before]}
     try:
         with sync_playwright() as p:
-            browser = B.launch(p)
-            watchers, job_ids = [], []
+            browser = launch(p, args.watchers, runs.parent)
+            prober = B.launch(p)  # fresh loads: a browser of their own (a newcomer's own machine)
+            watchers, job_ids, wires, pages = [], [], [], []
             for _ in range(args.jobs):
                 context = browser.new_context(viewport={"width": 1400, "height": 1000})
                 page = context.new_page()
+                wires.append(Wire(page))
+                pages.append(page)
                 page.goto(url + "/" + JOB_QUERY, timeout=120000)
                 page.get_by_role("button", name="Run", exact=True).first.wait_for(timeout=120000)
                 B.settle(page, 60)
@@ -189,11 +277,14 @@ def main() -> int:
             for i in range(args.sessions - args.jobs):
                 context = browser.new_context(viewport={"width": 1400, "height": 1000})
                 page = context.new_page()
+                wires.append(Wire(page))
+                pages.append(page)
                 page.goto(url + "/?run=" + job_ids[i % len(job_ids)], timeout=120000)
                 watchers.append(context)
             time.sleep(5)  # every session is polling its job
             ours = descendants(os.getpid())
             ticks0, t0 = cpu_ticks(), time.time()
+            wire0 = [(w.frames, w.bytes) for w in wires]
             healths: list[float] = []
             loads: list[float] = []
             stop = threading.Event()
@@ -203,15 +294,30 @@ def main() -> int:
                     healths.append(health(url))
                     stop.wait(0.5)
 
+            served: list[float] = []
+
+            def poll_pages():  # a fresh session's whole page from the server, without a browser, every 6 s
+                while not stop.is_set():
+                    served.append(server_page(url))
+                    stop.wait(6.0)
+
             poller = threading.Thread(target=poll_health, daemon=True)
             poller.start()
+            pager = threading.Thread(target=poll_pages, daemon=True)
+            pager.start()
             deadline = time.time() + args.seconds
             while time.time() < deadline:
-                loads.append(page_load(browser, url))
+                loads.append(page_load(prober, url))
                 time.sleep(max(0.0, min(8.0, deadline - time.time())))
             stop.set()
             poller.join(70)
+            pager.join(100)
             ticks1, t1 = cpu_ticks(), time.time()
+            got = [{"messages_per_s": round((w.frames - f0) / (t1 - t0), 2),
+                    "kB_per_s": round((w.bytes - b0) / 1e3 / (t1 - t0), 1),
+                    "largest_message_kB": round(w.largest / 1e3, 1)} for w, (f0, b0) in zip(wires, wire0)]
+            for info, page in zip(got, pages):
+                info["shows"] = shown_rounds(page)
             ours |= descendants(os.getpid())
             hz = os.sysconf("SC_CLK_TCK")
             used = {pid: ticks1.get(pid, 0) - ticks0.get(pid, 0) for pid in ticks1}
@@ -225,8 +331,13 @@ def main() -> int:
             for context in watchers:
                 context.close()
             browser.close()
+            prober.close()
+        totals = [ld["total"] for ld in loads]
         result.update({
-            "health_s": summary(healths), "page_load_s": summary(loads),
+            "watchers": args.watchers,
+            "health_s": summary(healths), "server_page_s": summary(served), "page_load_s": summary(totals),
+            "page_loads": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in ld.items()} for ld in loads],
+            "watching_sessions_received": got,
             "load_during": [round(v, 2) for v in os.getloadavg()],
             "cpu_cores_used_by_others": round(other, 2), "cpu_cores_used_by_this_benchmark": round(mine, 2),
             "cpu_cores_by_kind": {k: round(v, 2) for k, v in sorted(by_kind.items())},
@@ -244,6 +355,27 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(text + "\n")
     return 0
+
+
+def launch(playwright, priority: str, scratch: Path):
+    """The watching sessions' chromium, at `priority`: "idle" runs it under SCHED_IDLE (`chrt --idle 0`), which its
+    every process and thread inherits. (`nice` does not hold: chromium, run as root, sets its renderers' and
+    threads' niceness back to 0 and -8 itself.)"""
+    if priority == "normal":
+        return B.launch(playwright)
+    wrapper = scratch / "chromium-idle"
+    wrapper.write_text(f'#!/bin/sh\nexec chrt --idle 0 {B.chromium_path()} "$@"\n')
+    wrapper.chmod(0o755)
+    return playwright.chromium.launch(executable_path=str(wrapper), args=B.CHROMIUM_ARGS)
+
+
+def shown_rounds(page) -> str | None:
+    """The "N of M rounds" a watching session's status line shows at the end (how current its view is)."""
+    try:
+        text = page.get_by_text(re.compile(r"\d+ of \d+ rounds")).first.inner_text(timeout=5000)
+        return re.search(r"\d+ of \d+ rounds", text).group(0)
+    except Exception:
+        return None
 
 
 def _rounds(folder: Path) -> int:

@@ -2,7 +2,8 @@
 
     CFL_SAMPLER_OUT=samples.json python benchmarks/server_sampler.py [streamlit flags]
 
-On exit (SIGTERM) it writes, per thread kind (the event loop, page scripts, job
+On exit (SIGTERM) it writes the wall time of every script run (full page runs
+and fragment reruns apart: median, p90, max, total) and, per thread kind (the event loop, page scripts, job
 threads, ...), how many samples were taken and the 25 most frequent innermost
 frames of this project or the libraries it calls (file:line function), plus the
 share of samples in which the innermost frame was in our own code. A sampler
@@ -87,10 +88,41 @@ def _write() -> None:
         return
     data = {kind: {"cpu_seconds": round(_cpu[kind], 2), "samples_on_cpu": _samples[kind],
                    "top": _counts[kind].most_common(25)} for kind in set(_samples) | set(_cpu)}
+    data["script_runs_s"] = {kind: _run_summary(v) for kind, v in _runs.items()}
     Path(out).write_text(json.dumps(data, indent=1))
 
 
+# wall seconds of each script run, full page runs and fragment reruns apart (what a session waits for on the server)
+_runs: dict[str, list[float]] = collections.defaultdict(list)
+
+
+def _time_script_runs() -> None:
+    from streamlit.runtime.scriptrunner import script_runner
+
+    original = script_runner.ScriptRunner._run_script
+
+    def timed(self, rerun_data):
+        started = time.perf_counter()
+        try:
+            return original(self, rerun_data)
+        finally:
+            kind = "fragment" if getattr(rerun_data, "fragment_id_queue", None) else "page"
+            _runs[kind].append(time.perf_counter() - started)
+
+    script_runner.ScriptRunner._run_script = timed
+
+
+def _run_summary(values: list[float]) -> dict:
+    values = sorted(values)
+    if not values:
+        return {"n": 0}
+    return {"n": len(values), "median": round(values[len(values) // 2], 3),
+            "p90": round(values[int(0.9 * (len(values) - 1))], 3), "max": round(values[-1], 3),
+            "total": round(sum(values), 1)}
+
+
 def main() -> int:
+    _time_script_runs()
     threading.Thread(target=_sample, name="sampler", daemon=True).start()
     atexit.register(_write)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

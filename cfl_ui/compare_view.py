@@ -74,7 +74,8 @@ def heatmaps(units) -> None:
         with cols[i % len(cols)]:
             st.markdown(f"**{md(u.label)}**")
             if u.records:
-                chart(lambda u=u: F.assignment_heatmap(u.records), f"cmp.heat.{u.name}", cache=("heat", *unit_key(u)))
+                chart(lambda u=u: F.assignment_heatmap(u.records), f"cmp.heat.{u.name}", cache=("heat", *unit_key(u)),
+                      caption=F.decimated_note(len(u.records)).strip() or None)
     st.caption("Each row a client (grouped by true cluster), each column a round, coloured by its model: one colour "
                "per cluster block is a recovered structure, one colour everywhere a single global model.")
 

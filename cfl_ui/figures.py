@@ -146,6 +146,29 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
 
 
 # -- assignments ------------------------------------------------------------------
+MAX_ROUND_COLUMNS = 400  # columns (rounds) a clients-by-rounds chart draws at most
+
+
+def decimate(records, cap: int = MAX_ROUND_COLUMNS) -> list:
+    """At most `cap` of the records, evenly spread over the run, the first and the last always among them.
+
+    A chart with one column per round grows without bound: a 2000-round run's heatmap was 0.5 MB of JSON,
+    sent to every watching session at every redraw and wider than any screen has pixels."""
+    records = list(records)
+    if len(records) <= cap:
+        return records
+    keep = np.unique(np.linspace(0, len(records) - 1, max(2, cap)).round().astype(int))
+    return [records[i] for i in keep]
+
+
+def decimated_note(count: int, cap: int = MAX_ROUND_COLUMNS) -> str:
+    """The caption's note for a chart drawn from `decimate` (empty when every round is drawn)."""
+    if count <= cap:
+        return ""
+    return (f" A long run: {cap} of its {count} rounds are drawn, evenly spread (the first and the last among "
+            "them); the exports hold every round.")
+
+
 def _discrete_scale(colors: list[str]) -> list:
     n = len(colors)
     scale = []
@@ -162,8 +185,9 @@ def _truth(record) -> np.ndarray:
 
 
 def assignment_heatmap(records, height: int | None = None) -> go.Figure:
-    """Clients (rows, grouped by true cluster) x rounds, each cell coloured by the model the client used."""
-    records = list(records)
+    """Clients (rows, grouped by true cluster) x rounds, each cell coloured by the model the client used
+    (at most MAX_ROUND_COLUMNS rounds: see `decimate`)."""
+    records = decimate(records)
     if not records:
         return empty_figure("no rounds yet")
     truth = _truth(records[-1])
@@ -210,8 +234,9 @@ def assignment_heatmap(records, height: int | None = None) -> go.Figure:
 
 
 def clients_per_model(records, height: int = 300) -> go.Figure:
-    """How many clients each model serves, round by round (stacked): a collapse shows as one band."""
-    records = list(records)
+    """How many clients each model serves, round by round (stacked): a collapse shows as one band (at most
+    MAX_ROUND_COLUMNS rounds: see `decimate`)."""
+    records = decimate(records)
     if not records:
         return empty_figure("no rounds yet")
     assign = np.array([r.assignments for r in records], dtype=int)

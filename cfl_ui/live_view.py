@@ -32,29 +32,64 @@ STATUS_BADGE = {QUEUED: ":orange-badge[:material/hourglass_top: queued]",
                 ELSEWHERE: ":blue-badge[:material/autorenew: running elsewhere]"}
 
 
-# What every session draws of a running unit: its records up to the count first seen in the current poll interval
-# (unit -> (when, count)). Sessions poll at their own moments; a job making several rounds a second would otherwise
-# give each session's every poll a round count of its own, so the figures cached per round count (cfl_ui.charts)
-# would be rebuilt by every session at every poll: with five sessions watching two jobs, building plotly figures
-# in the page threads was most of the server's time. Drawn this way, a unit's figures are built at most once per
-# interval, however many sessions watch it (and a session's view is at most one interval behind the records).
-_FRAMES: dict[tuple, tuple[float, int]] = {}
+# What every session draws of a running unit: its records up to the count first seen in the current frame
+# (unit -> (when, count, frame seconds)). Sessions poll at their own moments; a job making several rounds a second
+# would otherwise give each session's every poll a round count of its own, so the figures cached per round count
+# (cfl_ui.charts) would be rebuilt by every session at every poll: with five sessions watching two jobs, building
+# plotly figures in the page threads was most of the server's time. Drawn this way, a unit's figures are built at
+# most once per frame, however many sessions watch it (and a session's view is at most one frame behind).
+#
+# A frame lasts POLL_SECONDS, or longer when building the unit's figures took long: at least
+# 1 / BUILD_SHARE times the last build's (wall) time, at most MAX_FRAME_SECONDS. Building one unit's six
+# figures takes about 0.5 s of this 2-core machine's CPU whatever the round count (plotly's validation), so at one
+# frame a second two running jobs asked for more CPU than the machine had and every page waited behind them;
+# bounded this way the charts take at most about a quarter of the server's time per unit, and a busier machine
+# (a slower build) spaces them out further. The status line still counts every round at every poll.
+_FRAMES: dict[tuple, tuple[float, int, float]] = {}
 _FRAMES_LOCK = threading.Lock()
+BUILD_SHARE = 0.25
+MAX_FRAME_SECONDS = 10.0
+
+
+def _frame_key(unit) -> tuple:
+    return unit.ref, unit.folder
+
+
+def frame(unit, *, every: float = POLL_SECONDS, now: float | None = None):
+    """(the running unit as every session draws it in the current frame, whether this call started the frame)."""
+    now = time.monotonic() if now is None else now
+    have = len(unit.records)
+    key = _frame_key(unit)
+    started = False
+    with _FRAMES_LOCK:
+        since, count, span = _FRAMES.get(key, (float("-inf"), have, every))
+        if now - since >= max(every, span) or count > have:
+            _FRAMES[key] = since, count, span = now, have, span
+            started = True
+            if len(_FRAMES) > 512:  # forget units nobody drew lately
+                for k in [k for k, (t, _, _) in _FRAMES.items() if now - t > 60 * MAX_FRAME_SECONDS]:
+                    del _FRAMES[k]
+    return (unit if count == have else dataclasses.replace(unit, records=unit.records[:count])), started
 
 
 def steady(unit, *, every: float = POLL_SECONDS, now: float | None = None):
-    """The running unit as every session draws it in this poll interval (its records cut to the interval's count)."""
-    now = time.monotonic() if now is None else now
-    have = len(unit.records)
-    key = (unit.ref, unit.folder)
+    """The running unit as every session draws it in this frame (its records cut to the frame's count)."""
+    return frame(unit, every=every, now=now)[0]
+
+
+def built(unit, seconds: float) -> None:
+    """Drawing the unit's new frame took `seconds`: its next frame starts no sooner than seconds / BUILD_SHARE."""
+    key = _frame_key(unit)
     with _FRAMES_LOCK:
-        since, count = _FRAMES.get(key, (float("-inf"), have))
-        if now - since >= every or count > have:
-            _FRAMES[key] = since, count = now, have
-            if len(_FRAMES) > 512:  # forget units nobody drew lately
-                for k in [k for k, (t, _) in _FRAMES.items() if now - t > 60 * every]:
-                    del _FRAMES[k]
-    return unit if count == have else dataclasses.replace(unit, records=unit.records[:count])
+        if key in _FRAMES:
+            since, count, _ = _FRAMES[key]
+            _FRAMES[key] = since, count, min(MAX_FRAME_SECONDS, max(POLL_SECONDS, seconds / BUILD_SHARE))
+
+
+def frame_seconds(unit) -> float:
+    """How long the unit's current frame lasts (POLL_SECONDS unless its figures were slow to build)."""
+    with _FRAMES_LOCK:
+        return _FRAMES.get(_frame_key(unit), (0.0, 0, POLL_SECONDS))[2]
 
 
 def _setting(cfg: dict) -> str:
@@ -231,7 +266,16 @@ def live_view(ref: str, unit_name: str | None, key: str, *, initial_status: str,
         units = [snap.unit(unit_name)] if unit_name else list(snap.units)
         units = [u for u in units if u is not None]
         status_bar(snap, units)
-        drawn = [steady(u) if u.status == RUNNING else u for u in units]
+        frames = [frame(u) if u.status == RUNNING else (u, False) for u in units]
+        drawn = [u for u, _ in frames]
+        started = time.perf_counter()
         render_units(snap, drawn, key, live=snap.live, exports=exports)
+        new = [u for u, fresh in frames if fresh]
+        for u in new:  # this session built the new frame's figures: how long they took sets the next frame
+            built(u, (time.perf_counter() - started) / len(new))
+        slow = max((frame_seconds(u) for u, _ in frames if u.status == RUNNING), default=POLL_SECONDS)
+        if slow > 1.5 * POLL_SECONDS:
+            st.caption(f"The charts are redrawn about every {slow:.0f} s while the server is busy (the status "
+                       "line counts every round).")
 
     live_fragment(ref, render, initial_status=initial_status)

@@ -18,9 +18,14 @@ def _facts(config_items: tuple) -> dict:
     return partition_facts(dict(config_items))
 
 
+def setting(values: dict) -> tuple:
+    """The fields of `values` that define the clients (what their partition and its pictures are built from)."""
+    return tuple(sorted((k, values.get(k)) for k in PARTITION_KEYS))
+
+
 def facts(values: dict) -> dict:
     """The partition the values describe (cached per setting of the fields that define the clients)."""
-    return _facts(tuple(sorted((k, values.get(k)) for k in PARTITION_KEYS)))
+    return _facts(setting(values))
 
 
 def preview(values: dict, key: str) -> bool:
@@ -31,7 +36,9 @@ def preview(values: dict, key: str) -> bool:
         return False
     if not data["rows"]:
         return False
-    chart(F.image_grid_figure(data["rows"][:4]), key, caption=data["note"])
+    # built and encoded once per setting for every session (every fresh Playground draws it)
+    chart(lambda: F.image_grid_figure(data["rows"][:4]), key, cache=("preview", repr(setting(values))),
+          caption=data["note"])
     return True
 
 

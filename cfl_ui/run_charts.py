@@ -186,14 +186,16 @@ def view_block(view, key: str) -> None:
 
 def assignment_block(unit, key: str, with_area: bool = True) -> None:
     chart(lambda: F.assignment_heatmap(unit.records), f"{key}.heat", cache=("heat", *unit_key(unit)),
-          title=f"**Who trains which model** · {md(unit.label)}", caption=CAPTIONS["heatmap"])
+          title=f"**Who trains which model** · {md(unit.label)}",
+          caption=CAPTIONS["heatmap"] + F.decimated_note(len(unit.records)))
     if with_area:
         area_block(unit, key)
 
 
 def area_block(unit, key: str) -> None:
     chart(lambda: F.clients_per_model(unit.records), f"{key}.area", cache=("area", *unit_key(unit)),
-          title=f"**Clients per model** · {md(unit.label)}", caption=CAPTIONS["area"])
+          title=f"**Clients per model** · {md(unit.label)}",
+          caption=CAPTIONS["area"] + F.decimated_note(len(unit.records)))
 
 
 def series_of(units) -> list:
@@ -239,23 +241,33 @@ def extras_block(unit, key: str, round_index) -> None:
             view_block(view, f"{key}.x{i}")
 
 
+def rounds_jsonl(records) -> str:
+    return "\n".join(r.to_json() for r in records) + ("\n" if records else "")
+
+
 def exports_block(units, key: str, snap=None) -> None:
+    """Download buttons for the runs' records and configs.
+
+    While a job runs, the files are made when a button is pressed (Streamlit's deferred download: `data` a
+    function), not at every poll: serializing every record cost about 1 ms a round, so a 1000-round run's
+    exports took a second of the server's time per watching session per poll (benchmarks/SERVER_LOAD.md)."""
     cols = st.columns(4)
     dl = dict(icon=":material/download:", width="stretch")
+    live = snap is not None and snap.live
+    made = (lambda build, *args: (lambda: build(*args))) if live else (lambda build, *args: build(*args))
     if len(units) == 1:
         u = units[0]
         name = (u.ref or "run").replace("/", "_")
-        jsonl = "\n".join(r.to_json() for r in u.records) + ("\n" if u.records else "")
-        cols[0].download_button("Per-round metrics (CSV)", metrics_csv(u.records), f"{name}-rounds.csv",
+        cols[0].download_button("Per-round metrics (CSV)", made(metrics_csv, u.records), f"{name}-rounds.csv",
                                 "text/csv", key=f"{key}.csv", **dl)
         cols[1].download_button("Config (JSON)", json.dumps(u.config, indent=1, sort_keys=True),
                                 f"{name}-config.json", "application/json", key=f"{key}.json", **dl)
-        cols[2].download_button("Rounds (JSON lines)", jsonl, f"{name}-rounds.jsonl", "application/x-ndjson",
-                                key=f"{key}.jsonl", **dl)
+        cols[2].download_button("Rounds (JSON lines)", made(rounds_jsonl, u.records), f"{name}-rounds.jsonl",
+                                "application/x-ndjson", key=f"{key}.jsonl", **dl)
         if u.folder:
             cols[3].caption(f"Run folder: `{u.folder}`")
     else:
-        cols[0].download_button("Per-round metrics (CSV)", rounds_csv(units), "rounds.csv", "text/csv",
+        cols[0].download_button("Per-round metrics (CSV)", made(rounds_csv, units), "rounds.csv", "text/csv",
                                 key=f"{key}.csv", **dl)
         cols[1].download_button("Configs (JSON)", json.dumps([u.config for u in units], indent=1, sort_keys=True),
                                 "configs.json", "application/json", key=f"{key}.json", **dl)
