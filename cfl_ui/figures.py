@@ -69,6 +69,10 @@ def _note(frame, dims):
                  yanchor="bottom", font=dict(size=11, color="#8a6d3b" if frame.note else "#666"))]
 
 
+REPLAY_GAP = 62  # px from the plot's bottom edge to the replay buttons: below the tick labels and the axis title
+REPLAY_MARGIN = 160  # px under the plot for the buttons and the slider
+
+
 def embedding_figure(emb: Embedding, active_round: int | None = None, height: int = 470,
                      animate: bool = True) -> go.Figure:
     """Clients as points (colour = true cluster, symbol = assigned model), one animation frame per round."""
@@ -109,9 +113,12 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
         fig.update_xaxes(title=emb.axis_titles[0], range=emb.ranges[0], zeroline=False, gridcolor=GRID)
         fig.update_yaxes(title=emb.axis_titles[1], range=emb.ranges[1], zeroline=False, gridcolor=GRID)
     layout(fig, height=height)
+    replay = animate and len(emb.frames) > 1
+    bottom = REPLAY_MARGIN if replay else 10
     fig.update_layout(legend=dict(orientation="v", yanchor="top", y=1, x=1.02, xanchor="left"),
-                      margin=dict(l=10, r=10, t=30, b=10 if len(emb.frames) < 2 or not animate else 105),
-                      annotations=_note(emb.frames[idx], dims))
+                      margin=dict(l=10, r=10, t=30, b=bottom), annotations=_note(emb.frames[idx], dims))
+    # the play buttons and the slider under the x axis' title, placed in pixels (paper units scale with the plot)
+    below = -REPLAY_GAP / max(1, height - 30 - bottom)
     if animate and len(emb.frames) > 1:
         # redraw every frame: without it plotly keeps the first frame's layout, so the "round N" note above the
         # points would contradict the slider while ▶ plays
@@ -126,7 +133,7 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
         # the play/pause buttons on a row of their own, the slider under them across the whole width
         fig.update_layout(
             updatemenus=[dict(
-                type="buttons", direction="left", x=0, y=-0.17, xanchor="left", yanchor="top", showactive=False,
+                type="buttons", direction="left", x=0, y=below, xanchor="left", yanchor="top", showactive=False,
                 pad=dict(t=0, r=6), buttons=[
                     dict(label="▶ play", method="animate",
                          args=[None, dict(frame=dict(duration=650, redraw=redraw), fromcurrent=False,
@@ -136,12 +143,11 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
                                             transition=dict(duration=0))]),
                 ])],
             sliders=[dict(
-                active=idx, x=0, len=1.0, y=-0.17, yanchor="top", pad=dict(t=34, b=0),
+                active=idx, x=0, len=1.0, y=below, yanchor="top", pad=dict(t=34, b=0),
                 currentvalue=dict(prefix="round ", xanchor="right", font=dict(size=12)),
                 steps=[dict(label=str(f.round), method="animate", args=step_args(str(f.round))) for f in emb.frames],
             )],
         )
-        fig.update_layout(margin=dict(b=150))
     return fig
 
 
