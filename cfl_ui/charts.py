@@ -92,6 +92,22 @@ def unit_key(unit) -> tuple:
     return (unit.ref, unit.folder, len(recs), recs[-1].round if recs else -1)
 
 
+LEGEND_ROW = 20  # px: one more row of a legend above the plot
+NARROWEST = 260  # px of legend width in the narrowest chart column (cfl_ui.theme stacks columns below 280 px)
+
+
+def legend_rows(figure) -> int:
+    """How many rows a horizontal legend above the plot may take in the narrowest column (1 for any other).
+
+    A legend that wraps grows upwards from the plot's top edge, into the band: room is kept for its rows."""
+    legend = figure.layout.legend
+    if figure.layout.showlegend is False or legend.orientation != "h" or (legend.y is not None and legend.y < 1):
+        return 1
+    names = [t.name for t in figure.data if t.showlegend is not False and t.name]
+    width = sum(40 + 6.5 * len(n) for n in names)  # symbol and gap, then about 6.5 px per 11-px character
+    return max(1, -(-int(width) // NARROWEST))
+
+
 def with_toolbar_band(figure):
     """The figure with TOOLBAR_BAND pixels added to its top margin, once (a figure drawn again keeps its margin).
 
@@ -104,9 +120,10 @@ def with_toolbar_band(figure):
         return figure
     top = figure.layout.margin.t
     if top is not None:
-        figure.layout.margin.t = top + TOOLBAR_BAND
+        band = TOOLBAR_BAND + LEGEND_ROW * (legend_rows(figure) - 1)
+        figure.layout.margin.t = top + band
         if figure.layout.height is not None:  # the plot keeps its size: what is placed around it keeps its place
-            figure.layout.height += TOOLBAR_BAND
+            figure.layout.height += band
     figure._toolbar_band = True
     return figure
 

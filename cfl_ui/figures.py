@@ -16,6 +16,9 @@ from .embedding import Embedding
 from .palette import (GRID, UNPLACED, cluster_color, layout, model_color, model_symbol)
 
 ARI_TARGET = 0.9
+# texts drawn in a fixed colour are read on white and on the dark theme's near-black: mid tones only
+MUTED = "#8a8a8a"
+NOTE = "#b07d1a"
 
 
 def _hex_alpha(color: str, alpha: float) -> str:
@@ -27,7 +30,7 @@ def _hex_alpha(color: str, alpha: float) -> str:
 def empty_figure(message: str, height: int = 240) -> go.Figure:
     fig = go.Figure()
     fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font=dict(size=13, color="#666"))
+                       font=dict(size=13, color=MUTED))
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return layout(fig, height=height, legend=False)
@@ -66,7 +69,7 @@ def _cluster_traces(frame, clusters, dims, value_label="losses"):
 def _note(frame, dims):
     text = f"round {frame.round}" + (f" · {frame.note}" if frame.note else "")
     return [dict(text=text, showarrow=False, x=0, y=1.0, xref="paper", yref="paper", xanchor="left",
-                 yanchor="bottom", font=dict(size=11, color="#8a6d3b" if frame.note else "#666"))]
+                 yanchor="bottom", font=dict(size=11, color=NOTE if frame.note else MUTED))]
 
 
 REPLAY_GAP = 62  # px from the plot's bottom edge to the replay buttons: below the tick labels and the axis title
@@ -115,7 +118,9 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
     layout(fig, height=height)
     replay = animate and len(emb.frames) > 1
     bottom = REPLAY_MARGIN if replay else 10
-    fig.update_layout(legend=dict(orientation="v", yanchor="top", y=1, x=1.02, xanchor="left"),
+    # compact: both groups (4 clusters, 4 models and their titles) fit beside a 240-px plot without scrolling
+    fig.update_layout(legend=dict(orientation="v", yanchor="top", y=1, x=1.02, xanchor="left", tracegroupgap=6,
+                                  font=dict(size=11), grouptitlefont=dict(size=11)),
                       margin=dict(l=10, r=10, t=30, b=bottom), annotations=_note(emb.frames[idx], dims))
     # the play buttons and the slider under the x axis' title, placed in pixels (paper units scale with the plot)
     below = -REPLAY_GAP / max(1, height - 30 - bottom)
@@ -462,7 +467,7 @@ def image_grid_figure(rows: list[tuple[str, np.ndarray, list[str]]], height: int
         fig.layout[f"yaxis{k if k > 1 else ''}"].scaleanchor = f"x{k if k > 1 else ''}"
     for ann in fig.layout.annotations:
         if ann.text and not ann.text.startswith("<b>"):
-            ann.font = dict(size=10, color="#444")
+            ann.font = dict(size=10)  # the theme's text colour: readable on the light and the dark background
     layout(fig, height=height or int(95 * n_rows + 40), legend=False)
     fig.update_layout(margin=dict(l=110, r=10, t=24, b=6))
     return fig
