@@ -179,7 +179,7 @@ def _ranges(frames, dims) -> list:
         # round; PCA coordinates of identical loss vectors are ~1e-16 themselves): give it a readable scale rather
         # than an axis at 1e-16
         noise = hi - lo <= 1e-6 * max(abs(lo), abs(hi), 1.0)
-        pad = max(0.05 * max(abs(lo), abs(hi)), 0.05) if noise else (hi - lo) * 0.06
+        pad = max(0.05 * max(abs(lo), abs(hi)), 0.05) if noise else (hi - lo) * 0.08  # whole markers inside
         out.append([lo - pad, hi + pad])
     return out
 
@@ -264,6 +264,7 @@ def _umap_round(key, rnd, clients, mat, prev) -> np.ndarray:
 
 
 UMAP_WARM_DELAY = 20.0  # s after the server starts: the first page views are drawn before the compiler runs
+UMAP_WARM_NICE = 5
 _warm_lock = threading.Lock()
 _warm_thread: threading.Thread | None = None
 
@@ -274,13 +275,13 @@ def warm_umap(delay: float = UMAP_WARM_DELAY) -> threading.Thread:
     UMAP's first use in a process imports it and compiles its numba code: ~18 s on a quiet 2-core CPU, about a
     minute on a loaded one, and the teacher's first PCA -> UMAP switch paid all of it. Laying out a run's rounds
     afterwards takes well under a second. The thread runs the very layout a page runs (a spectral start, then a
-    start from the previous round) on a dozen made-up loss vectors, at the lowest CPU priority."""
+    start from the previous round) on a dozen made-up loss vectors, a little below the pages' CPU priority."""
     global _warm_thread
 
     def work():
         time.sleep(delay)
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # this thread only (Linux)
+        try:  # a little below the pages' threads; not the lowest: a page that asks for UMAP meanwhile waits for it
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), UMAP_WARM_NICE)  # this thread only (Linux)
         except (AttributeError, OSError):
             pass
         try:

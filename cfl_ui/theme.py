@@ -32,8 +32,8 @@ CSS = """
 [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .stPlotlyChart) {flex-wrap: wrap;}
 [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .stPlotlyChart) > [data-testid="stColumn"]
   {min-width: min(280px, 100%);}
-[data-testid="stHorizontalBlock"] > [data-testid="stColumn"]:has([class*="st-key-cfl-emb"])
-  {min-width: min(400px, 100%);}
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .stPlotlyChart)
+  > [data-testid="stColumn"]:has([class*="st-key-cfl-emb"]) {min-width: min(400px, 100%);}
 div[data-testid="stExpander"] details summary p {font-weight: 600;}
 </style>
 """

@@ -224,3 +224,20 @@ def test_pca_of_identical_loss_vectors_has_a_readable_axis_not_1e16():
     emb = loss_embedding([rec], PCA)
     for lo, hi in emb.ranges:
         assert hi - lo >= 0.05, emb.ranges
+
+
+# -- UMAP compiled before the first switch -----------------------------------------------------------------------
+@pytest.mark.slow  # compiles UMAP's numba code (~20 s on 2 cores)
+def test_the_server_warms_umap_up_once_in_the_background():
+    pytest.importorskip("umap")
+    from cfl_ui import embedding as E
+
+    thread = E.warm_umap(delay=0)
+    assert E.warm_umap(delay=0) is thread and thread.daemon  # once per process, never holding the server up
+    thread.join(600)
+    assert not thread.is_alive()
+    import umap.layouts as L
+
+    compiled = [f for f in (L._nb_optimize_layout_euclidean_single_epoch,
+                            L._nb_optimize_layout_euclidean_single_epoch_parallel) if f.signatures]
+    assert compiled, "the warm-up compiled none of UMAP's layout code"
