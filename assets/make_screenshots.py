@@ -12,6 +12,7 @@ embeddings), timing the landing page, a lesson's first annotated chart and the
 first PCA -> UMAP switch (as soon as the page can, and again once the server has
 warmed UMAP up in the background).
 --ifca: only the IFCA initialisation explorer (ifca_initialisation.png).
+--narrow: only the two narrow layouts (and the UMAP switch time).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent))
     ap.add_argument("--teach", action="store_true", help="only the lessons and the narrow layouts")
     ap.add_argument("--ifca", action="store_true", help="only the IFCA initialisation explorer")
+    ap.add_argument("--narrow", action="store_true", help="only the narrow layouts (800x900, 1024x768)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -42,12 +44,12 @@ def main() -> int:
             browser = B.launch(p)
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             try:
-                (shoot_teach if args.teach else shoot_ifca if args.ifca else shoot)(page, url, out, Path(runs))
+                (shoot_teach if args.teach else shoot_ifca if args.ifca else shoot_narrow if args.narrow else shoot)(page, url, out, Path(runs))
             except Exception:
                 page.screenshot(path=str(out / "failed.png"))
                 raise
             browser.close()
-    if not (args.teach or args.ifca):
+    if not (args.teach or args.ifca or args.narrow):
         for name in ("playground", "compare", "ifca_initialisation", "partitions", "runs"):
             print(out / f"{name}.png")
     return 0
@@ -85,6 +87,11 @@ def shoot_teach(page, url: str, out: Path, runs_root: Path) -> None:
         B.settle(page)
         B.full_screenshot(page, out / f"lesson-{lesson.id}.png", width=1366)
         print(out / f"lesson-{lesson.id}.png")
+    shoot_narrow(page, url, out, runs_root)
+
+
+def shoot_narrow(page, url: str, out: Path, runs_root: Path) -> None:
+    """The Playground after a run at 800x900, and the signature preset at 1024x768 (its embeddings)."""
     page.set_viewport_size({"width": 800, "height": 900})
     page.goto(url + "/")
     B.wait_ready(page)
@@ -107,7 +114,8 @@ def shoot_teach(page, url: str, out: Path, runs_root: Path) -> None:
     page.get_by_text("PCA", exact=True).first.click()
     page.get_by_text("PCA fitted once").first.wait_for(timeout=60000)
     B.settle(page)
-    page.get_by_text("How IFCA sees the clients").first.scroll_into_view_if_needed()
+    page.get_by_text("How IFCA sees the clients").first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    B.settle(page)
     page.screenshot(path=str(out / "narrow-1024.png"))
     print(out / "narrow-1024.png")
 

@@ -89,6 +89,7 @@ def test_pages_read_well_at_every_size(site):
         resize(page, SIZES[0])
         page.get_by_text("UMAP", exact=True).first.click()  # a spinner while it lays the rounds out
         page.get_by_text("UMAP per round").first.wait_for(timeout=240000)
+        page.get_by_text("UMAP can draw structure that is not there").first.wait_for()  # its caption warns
         for size in SIZES:
             resize(page, size)
             readable(page, size, 8)
