@@ -138,6 +138,8 @@ def umap_switch(page, when: str) -> None:
 
 def shoot_ifca(page, url: str, out: Path, runs_root: Path) -> None:
     page.set_viewport_size({"width": 1600, "height": 1000})
+    page.goto(url + "/")  # a fresh server's first view straight at /ifca-init shows "Page not found" over it
+    B.wait_ready(page)
     page.goto(url + "/ifca-init")
     B.wait_ready(page)
     t = time.time()

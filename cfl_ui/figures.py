@@ -449,7 +449,7 @@ def image_grid_figure(rows: list[tuple[str, np.ndarray, list[str]]], height: int
     for _, imgs, caps in rows:
         titles += list(caps) + [""] * (n_cols - len(caps))
     fig = make_subplots(rows=n_rows, cols=n_cols, subplot_titles=titles, horizontal_spacing=0.012,
-                        vertical_spacing=0.09 if n_rows > 1 else 0.05)
+                        vertical_spacing=min(0.09, 0.5 / (n_rows - 1)) if n_rows > 1 else 0.05)
     for i, (label, imgs, _) in enumerate(rows):
         for j, img in enumerate(imgs):
             img = np.asarray(img, dtype=float)
