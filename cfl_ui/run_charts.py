@@ -151,7 +151,8 @@ def embedding_block(unit, key: str, method: str, active_round=None, height: int 
         cls = ALGORITHMS.get(unit.algorithm)
         has_loss = bool(cls and cls.has_loss_vectors)
     if method == UMAP and recs:
-        with st.spinner("UMAP: laying out each round (its first use compiles, up to ~20 s)…"):
+        with st.spinner("UMAP: laying out each round (the server compiles UMAP once, in the background after it "
+                        "starts: a switch in its first minute waits for that)…"):
             emb = loss_embedding(recs, method, cache_key=unit.ref)
     else:
         emb = loss_embedding(recs, method, cache_key=unit.ref) if recs else None
@@ -290,7 +291,8 @@ def method_picker(units, key: str) -> str:
         st.session_state[key] = "PCA"
     st.radio("Loss-vector embedding", ["PCA", "UMAP"], key=key, horizontal=True,
              help="PCA: one fixed linear map for every round. UMAP: a non-linear layout per round "
-                  "(its first use in a server compiles, up to ~20 s on a small CPU).")
+                  "(compiled once per server, in the background after it starts; a switch in the server's first "
+                  "minute waits for that, about 20 s on a small CPU).")
     return UMAP if st.session_state[key] == "UMAP" else PCA
 
 

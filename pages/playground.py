@@ -27,11 +27,13 @@ def vs_choice() -> str | None:
     return value if value in ALGORITHMS else None
 
 
-def other_clients(snap, values: dict) -> bool:
-    """Whether the form's data set or partition settings differ from those of the run shown."""
+def other_clients(snap, unit_name: str | None, values: dict) -> bool:
+    """Whether the form's data set or partition settings differ from those of the run shown (the unit a link
+    names, e.g. one seed of a sweep; else the first: runs side by side share their clients)."""
     from cfl_ui.partition_view import PARTITION_KEYS
 
-    shown = snap.units[0].config if snap.units else {}
+    unit = (snap.unit(unit_name) if unit_name else None) or (snap.units[0] if snap.units else None)
+    shown = unit.config if unit is not None else {}
     return any(k in values and k in shown and values[k] != shown[k] for k in PARTITION_KEYS)
 
 
@@ -100,7 +102,7 @@ U.show_url_notes(P)
 ctl.flash()
 
 snap = ctl.snapshot()
-if snap is not None and not snap.live and other_clients(snap, C.values(P)):
+if snap is not None and not snap.live and other_clients(snap, ctl.unit_name, C.values(P)):
     # the form now describes other clients (another data set or partition): an ended run's charts would show
     # the old data under the new settings, so the page shows the new setting (the run stays in Runs)
     ctl.release()
