@@ -7,8 +7,12 @@ folder), runs the signature preset in the Playground, a comparison, the IFCA
 initialisation explorer, and opens the Partitions and Runs pages. Prints the
 timings it measures on the way (time to interactive, first plot, finish).
 --teach: only the lessons (one screenshot each, lesson-<id>.png) and the narrow
-layout (narrow.png, 800x900), timing the landing page and a lesson's first
-annotated chart.
+layouts (narrow.png at 800x900, narrow-1024.png at 1024x768 with the side-by-side
+embeddings), timing the landing page, a lesson's first annotated chart and the
+first PCA -> UMAP switch (as soon as the page can, and again once the server has
+warmed UMAP up in the background).
+--ifca: only the IFCA initialisation explorer (ifca_initialisation.png).
+--narrow: only the two narrow layouts (and the UMAP switch time).
 """
 from __future__ import annotations
 
@@ -27,7 +31,9 @@ from cfl_ui.presets import SIGNATURE_PRESET  # noqa: E402
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent))
-    ap.add_argument("--teach", action="store_true", help="only the lessons and the narrow layout")
+    ap.add_argument("--teach", action="store_true", help="only the lessons and the narrow layouts")
+    ap.add_argument("--ifca", action="store_true", help="only the IFCA initialisation explorer")
+    ap.add_argument("--narrow", action="store_true", help="only the narrow layouts (800x900, 1024x768)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -38,12 +44,12 @@ def main() -> int:
             browser = B.launch(p)
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             try:
-                (shoot_teach if args.teach else shoot)(page, url, out, Path(runs))
+                (shoot_teach if args.teach else shoot_ifca if args.ifca else shoot_narrow if args.narrow else shoot)(page, url, out, Path(runs))
             except Exception:
                 page.screenshot(path=str(out / "failed.png"))
                 raise
             browser.close()
-    if not args.teach:
+    if not (args.teach or args.ifca or args.narrow):
         for name in ("playground", "compare", "ifca_initialisation", "partitions", "runs"):
             print(out / f"{name}.png")
     return 0
@@ -81,6 +87,11 @@ def shoot_teach(page, url: str, out: Path, runs_root: Path) -> None:
         B.settle(page)
         B.full_screenshot(page, out / f"lesson-{lesson.id}.png", width=1366)
         print(out / f"lesson-{lesson.id}.png")
+    shoot_narrow(page, url, out, runs_root)
+
+
+def shoot_narrow(page, url: str, out: Path, runs_root: Path) -> None:
+    """The Playground after a run at 800x900, and the signature preset at 1024x768 (its embeddings)."""
     page.set_viewport_size({"width": 800, "height": 900})
     page.goto(url + "/")
     B.wait_ready(page)
@@ -90,6 +101,54 @@ def shoot_teach(page, url: str, out: Path, runs_root: Path) -> None:
     B.settle(page)
     page.screenshot(path=str(out / "narrow.png"))
     print(out / "narrow.png")
+
+    # 1024x768: the signature preset side by side, scrolled to the two embeddings (stacked at this width)
+    page.set_viewport_size({"width": 1024, "height": 768})
+    B.choose(page, "Preset", SIGNATURE_PRESET)
+    B.settle(page)
+    B.click_button(page, "Run")
+    B.wait_text(page, "20 of 20 rounds each", 240)
+    page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60000)
+    B.settle(page)
+    umap_switch(page, "right after the run")
+    page.get_by_text("PCA", exact=True).first.click()
+    page.get_by_text("PCA fitted once").first.wait_for(timeout=60000)
+    B.settle(page)
+    page.get_by_text("How IFCA sees the clients").first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    B.settle(page)
+    page.screenshot(path=str(out / "narrow-1024.png"))
+    print(out / "narrow-1024.png")
+
+
+def umap_switch(page, when: str) -> None:
+    """Time the PCA -> UMAP switch: from the click to the UMAP layout drawn (and whether a spinner showed)."""
+    t = time.time()
+    page.get_by_text("UMAP", exact=True).first.click()
+    spinner = None
+    try:
+        page.locator('[data-testid="stSpinner"]').first.wait_for(timeout=8000)
+        spinner = time.time() - t
+    except Exception:
+        pass
+    page.get_by_text("UMAP per round").first.wait_for(timeout=300000)
+    B.settle(page)
+    print(f"PCA -> UMAP switch ({when}): {time.time() - t:.1f} s"
+          + (f", spinner shown {spinner:.1f} s after the click" if spinner is not None else ", no spinner seen"))
+
+
+def shoot_ifca(page, url: str, out: Path, runs_root: Path) -> None:
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    page.goto(url + "/")  # a fresh server's first view straight at /ifca-init shows "Page not found" over it
+    B.wait_ready(page)
+    page.goto(url + "/ifca-init")
+    B.wait_ready(page)
+    t = time.time()
+    B.click_button(page, "Run")
+    B.wait_text(page, "60 of 60 runs done", 600)
+    B.settle(page)
+    print(f"IFCA initialisation (60 runs x 10 rounds): finished {time.time() - t:.1f} s after Run")
+    B.full_screenshot(page, out / "ifca_initialisation.png")
+    print(out / "ifca_initialisation.png")
 
 
 def shoot(page, url: str, out: Path, runs_root: Path) -> None:

@@ -342,7 +342,7 @@ def cfl_norms(records, round_index):
                   "clients pull away. Green lines: accepted splits; red dotted: refused by the gamma check.",
                   consumes=("cluster_norms", "largest_mean_norm", "clusters"))]
     if events:
-        rows = ["| round | cluster | children (client ids) | largest cross-similarity α | split bound √((1−α)/2) | "
+        rows = ["| round | cluster | children (client ids) | α (largest cross-similarity) | bound √((1−α)/2) | "
                 "accepted |", "|---|---|---|---|---|---|"]
         for e in events:
             kids = " / ".join(", ".join(map(str, part)) for part in e["children"])

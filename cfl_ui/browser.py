@@ -145,6 +145,58 @@ def wait_text(page, text: str, timeout: float = 120.0) -> None:
     page.get_by_text(text).first.wait_for(timeout=timeout * 1000)
 
 
+# What a reader of the page can read, measured in the browser (a teacher's 1366-, 1024- or 800-px window):
+#   clipped:  headline numbers and widget labels cut short (an element whose text is wider than its box)
+#   toolbar:  texts of a chart (legend, notes, titles) under plotly's toolbar
+#   outside:  scatter points (whole markers) outside their plot area
+#   overlaps: texts of one chart (captions, legend entries, axis titles, replay buttons) drawn over each other
+READABLE_JS = r"""
+() => {
+  const boxes = (els) => Array.from(els).map(e => [e, e.getBoundingClientRect()]).filter(([e, b]) => b.width > 0 && b.height > 0);
+  const meet = (a, b, slack = 1) => a.left < b.right - slack && b.left < a.right - slack && a.top < b.bottom - slack && b.top < a.bottom - slack;
+  const out = {clipped: [], toolbar: [], outside: [], overlaps: [], plots: 0, points: 0};
+  document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricLabel"], [data-testid="stWidgetLabel"]').forEach(e => {
+    [e, ...e.querySelectorAll('*')].forEach(n => {
+      if (n.clientWidth > 0 && n.scrollWidth > n.clientWidth + 1) out.clipped.push(e.innerText.trim().slice(0, 40));
+    });
+  });
+  document.querySelectorAll('.js-plotly-plot').forEach((plot, i) => {
+    out.plots += 1;
+    const bar = plot.querySelector('.modebar');
+    const texts = boxes(plot.querySelectorAll('.legendtext, .legendtitletext, .annotation-text, .gtitle, .cbtitle text, .g-xtitle text, .g-ytitle text'));
+    if (bar) {
+      const b = bar.getBoundingClientRect();
+      texts.forEach(([t, tb]) => { if (meet(b, tb)) out.toolbar.push([i, t.textContent.slice(0, 30)]); });
+    }
+    plot.querySelectorAll('.cartesianlayer .subplot').forEach(sub => {
+      const bg = sub.querySelector('.bglayer rect, .plotbg rect') || plot.querySelector('.bglayer rect');
+      const drag = plot.querySelector('.nsewdrag');
+      const area = (drag || bg) ? (drag || bg).getBoundingClientRect() : null;
+      if (!area) return;
+      sub.querySelectorAll('.scatterlayer .trace .points path').forEach(p => {
+        const r = p.getBoundingClientRect();
+        if (r.width === 0) return;
+        out.points += 1;
+        const cx = (r.left + r.right) / 2, cy = (r.top + r.bottom) / 2, rad = Math.min(r.width, r.height) / 2;
+        if (cx - rad < area.left - 1 || cx + rad > area.right + 1 || cy - rad < area.top - 1 || cy + rad > area.bottom + 1)
+          out.outside.push([i, Math.round(cx - area.left), Math.round(cy - area.top), Math.round(area.width), Math.round(area.height)]);
+      });
+    });
+    const labels = boxes(plot.querySelectorAll('.annotation-text, .legendtext, .g-xtitle text, .g-ytitle text, .updatemenu-item-text, .slider-label'));
+    for (let a = 0; a < labels.length; a++) for (let b = a + 1; b < labels.length; b++)
+      if (meet(labels[a][1], labels[b][1], 2)) out.overlaps.push([i, labels[a][0].textContent.slice(0, 20), labels[b][0].textContent.slice(0, 20)]);
+  });
+  return out;
+}
+"""
+
+
+def readability(page) -> dict:
+    """READABLE_JS's findings on the page as it is now: {"clipped", "toolbar", "outside", "overlaps": [...],
+    "plots": charts, "points": scatter markers checked}."""
+    return page.evaluate(READABLE_JS)
+
+
 def full_screenshot(page, path: str | os.PathLike, width: int = 1600) -> None:
     """The whole main area (Streamlit scrolls inside it, not the document)."""
     measure = ("() => Math.max(...Array.from(document.querySelectorAll("

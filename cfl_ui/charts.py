@@ -21,8 +21,15 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
-# every chart's toolbar: the camera button (PNG) and zoom stay, the plotly logo goes
-TOOLBAR = {"displaylogo": False}
+# every chart's toolbar (plotly's modebar, shown while the pointer is over the chart): the camera (PNG), zoom and
+# reset stay; pan, box/lasso select, zoom +/-, autoscale, spikes, hover modes and the logo go. The full bar is
+# 224 px wide and wraps onto a second row in an 800-px window, over the legend and the "round N" note.
+TOOLBAR = {"displaylogo": False, "displayModeBar": "hover", "modeBarButtonsToRemove": [
+    "pan2d", "select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d", "toggleSpikelines",
+    "hoverClosestCartesian", "hoverCompareCartesian", "hoverClosestGl2d", "hoverClosest3d", "hoverClosestPie",
+    "tableRotation", "resetCameraLastSave3d", "pan3d", "zoom3d"]}
+# the height of the band at the top of every chart kept free for the toolbar: legends and notes sit below it
+TOOLBAR_BAND = 30
 CACHE_SIZE = 256
 
 _LOCK = threading.Lock()
@@ -85,8 +92,45 @@ def unit_key(unit) -> tuple:
     return (unit.ref, unit.folder, len(recs), recs[-1].round if recs else -1)
 
 
+LEGEND_ROW = 20  # px: one more row of a legend above the plot
+NARROWEST = 260  # px of legend width in the narrowest chart column (cfl_ui.theme stacks columns below 280 px)
+
+
+def legend_rows(figure) -> int:
+    """How many rows a horizontal legend above the plot may take in the narrowest column (1 for any other).
+
+    A legend that wraps grows upwards from the plot's top edge, into the band: room is kept for its rows."""
+    legend = figure.layout.legend
+    if figure.layout.showlegend is False or legend.orientation != "h" or (legend.y is not None and legend.y < 1):
+        return 1
+    names = [t.name for t in figure.data if t.showlegend is not False and t.name]
+    width = sum(40 + 6.5 * len(n) for n in names)  # symbol and gap, then about 6.5 px per 11-px character
+    return max(1, -(-int(width) // NARROWEST))
+
+
+def with_toolbar_band(figure):
+    """The figure with TOOLBAR_BAND pixels added to its top margin, once (a figure drawn again keeps its margin).
+
+    Plotly draws its toolbar over the top right corner of the figure, where horizontal legends, a replay's
+    "round N" note, colour-bar titles and sample-image captions sit just above the plot: the band moves them
+    below the toolbar. The figure grows by the band, so the plot area keeps its pixels (and whatever sits
+    beside or below it, placed relative to it, keeps its place). Only figures with a margin of their own (the house style, cfl_ui.palette) are changed:
+    plotly's default top margin (80 px) already leaves the room."""
+    if not isinstance(figure, go.Figure) or getattr(figure, "_toolbar_band", False):
+        return figure
+    top = figure.layout.margin.t
+    if top is not None:
+        band = TOOLBAR_BAND + LEGEND_ROW * (legend_rows(figure) - 1)
+        figure.layout.margin.t = top + band
+        if figure.layout.height is not None:  # the plot keeps its size: what is placed around it keeps its place
+            figure.layout.height += band
+    figure._toolbar_band = True
+    return figure
+
+
 def _with_spec(figure):
     """(the figure, what st.plotly_chart draws of it: its Prepared form when it is a plotly figure)."""
+    figure = with_toolbar_band(figure)
     return figure, Prepared(figure) if isinstance(figure, go.Figure) else figure
 
 
@@ -102,7 +146,7 @@ def chart(figure, key: str, *, cache: tuple | None = None, title: str | None = N
     if cache is not None:
         figure, drawn = cached(cache, lambda: _with_spec(figure() if callable(figure) else figure))
     else:
-        figure = drawn = figure() if callable(figure) else figure
+        figure = drawn = with_toolbar_band(figure() if callable(figure) else figure)
     picking = dict(on_select="rerun", selection_mode="points") if select else {}
     st.plotly_chart(drawn, key=key, width="stretch", config=TOOLBAR, **picking)
     if caption:

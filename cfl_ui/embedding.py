@@ -17,7 +17,9 @@ computes only itself (UMAP) or one cheap linear projection (PCA).
 """
 from __future__ import annotations
 
+import os
 import threading
+import time
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -173,11 +175,11 @@ def _ranges(frames, dims) -> list:
     out = []
     for d in range(dims):
         lo, hi = float(np.nanmin(allpts[:, d])), float(np.nanmax(allpts[:, d]))
-        # a spread below a millionth of the values is floating-point noise (identical models after one round):
-        # give it a readable scale rather than an axis at 1e-16
-        pad = max((hi - lo) * 0.06, 0.05 * max(abs(lo), abs(hi))) if hi - lo <= 1e-6 * max(abs(lo), abs(hi), 1.0) \
-            else (hi - lo) * 0.06
-        pad = pad or 0.1
+        # a spread below a millionth of the values (or of 1) is floating-point noise (identical models after one
+        # round; PCA coordinates of identical loss vectors are ~1e-16 themselves): give it a readable scale rather
+        # than an axis at 1e-16
+        noise = hi - lo <= 1e-6 * max(abs(lo), abs(hi), 1.0)
+        pad = max(0.05 * max(abs(lo), abs(hi)), 0.05) if noise else (hi - lo) * 0.08  # whole markers inside
         out.append([lo - pad, hi + pad])
     return out
 
@@ -259,6 +261,42 @@ def _umap_round(key, rnd, clients, mat, prev) -> np.ndarray:
             while len(_umap_points) > CACHE_SIZE * 20:
                 _umap_points.popitem(last=False)
     return out
+
+
+UMAP_WARM_DELAY = 20.0  # s after the server starts: the first page views are drawn before the compiler runs
+UMAP_WARM_NICE = 5
+_warm_lock = threading.Lock()
+_warm_thread: threading.Thread | None = None
+
+
+def warm_umap(delay: float = UMAP_WARM_DELAY) -> threading.Thread:
+    """Import and compile UMAP in a background thread of the server (once per process); returns the thread.
+
+    UMAP's first use in a process imports it and compiles its numba code: ~18 s on a quiet 2-core CPU, about a
+    minute on a loaded one, and the teacher's first PCA -> UMAP switch paid all of it. Laying out a run's rounds
+    afterwards takes well under a second. The thread runs the very layout a page runs (a spectral start, then a
+    start from the previous round) on a dozen made-up loss vectors, a little below the pages' CPU priority."""
+    global _warm_thread
+
+    def work():
+        time.sleep(delay)
+        try:  # a little below the pages' threads; not the lowest: a page that asks for UMAP meanwhile waits for it
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), UMAP_WARM_NICE)  # this thread only (Linux)
+        except (AttributeError, OSError):
+            pass
+        try:
+            clients = np.arange(12)
+            mat = np.random.default_rng(0).random((12, 4))
+            first = _umap_round(None, 0, clients, mat, None)
+            _umap_round(None, 1, clients, mat + 0.01, (clients, first))
+        except Exception:
+            pass  # only an optimisation: a page that asks for UMAP reports its own errors
+
+    with _warm_lock:
+        if _warm_thread is None:
+            _warm_thread = threading.Thread(target=work, name="cfl-umap-warm-up", daemon=True)
+            _warm_thread.start()
+        return _warm_thread
 
 
 def _umap(records, sources, k, key) -> Embedding:

@@ -16,6 +16,9 @@ from .embedding import Embedding
 from .palette import (GRID, UNPLACED, cluster_color, layout, model_color, model_symbol)
 
 ARI_TARGET = 0.9
+# texts drawn in a fixed colour are read on white and on the dark theme's near-black: mid tones only
+MUTED = "#8a8a8a"
+NOTE = "#b07d1a"
 
 
 def _hex_alpha(color: str, alpha: float) -> str:
@@ -27,7 +30,7 @@ def _hex_alpha(color: str, alpha: float) -> str:
 def empty_figure(message: str, height: int = 240) -> go.Figure:
     fig = go.Figure()
     fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font=dict(size=13, color="#666"))
+                       font=dict(size=13, color=MUTED))
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return layout(fig, height=height, legend=False)
@@ -66,7 +69,11 @@ def _cluster_traces(frame, clusters, dims, value_label="losses"):
 def _note(frame, dims):
     text = f"round {frame.round}" + (f" · {frame.note}" if frame.note else "")
     return [dict(text=text, showarrow=False, x=0, y=1.0, xref="paper", yref="paper", xanchor="left",
-                 yanchor="bottom", font=dict(size=11, color="#8a6d3b" if frame.note else "#666"))]
+                 yanchor="bottom", font=dict(size=11, color=NOTE if frame.note else MUTED))]
+
+
+REPLAY_GAP = 62  # px from the plot's bottom edge to the replay buttons: below the tick labels and the axis title
+REPLAY_MARGIN = 160  # px under the plot for the buttons and the slider
 
 
 def embedding_figure(emb: Embedding, active_round: int | None = None, height: int = 470,
@@ -109,9 +116,14 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
         fig.update_xaxes(title=emb.axis_titles[0], range=emb.ranges[0], zeroline=False, gridcolor=GRID)
         fig.update_yaxes(title=emb.axis_titles[1], range=emb.ranges[1], zeroline=False, gridcolor=GRID)
     layout(fig, height=height)
-    fig.update_layout(legend=dict(orientation="v", yanchor="top", y=1, x=1.02, xanchor="left"),
-                      margin=dict(l=10, r=10, t=30, b=10 if len(emb.frames) < 2 or not animate else 105),
-                      annotations=_note(emb.frames[idx], dims))
+    replay = animate and len(emb.frames) > 1
+    bottom = REPLAY_MARGIN if replay else 10
+    # compact: both groups (4 clusters, 4 models and their titles) fit beside a 240-px plot without scrolling
+    fig.update_layout(legend=dict(orientation="v", yanchor="top", y=1, x=1.02, xanchor="left", tracegroupgap=6,
+                                  font=dict(size=11), grouptitlefont=dict(size=11)),
+                      margin=dict(l=10, r=10, t=30, b=bottom), annotations=_note(emb.frames[idx], dims))
+    # the play buttons and the slider under the x axis' title, placed in pixels (paper units scale with the plot)
+    below = -REPLAY_GAP / max(1, height - 30 - bottom)
     if animate and len(emb.frames) > 1:
         # redraw every frame: without it plotly keeps the first frame's layout, so the "round N" note above the
         # points would contradict the slider while ▶ plays
@@ -126,7 +138,7 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
         # the play/pause buttons on a row of their own, the slider under them across the whole width
         fig.update_layout(
             updatemenus=[dict(
-                type="buttons", direction="left", x=0, y=-0.17, xanchor="left", yanchor="top", showactive=False,
+                type="buttons", direction="left", x=0, y=below, xanchor="left", yanchor="top", showactive=False,
                 pad=dict(t=0, r=6), buttons=[
                     dict(label="▶ play", method="animate",
                          args=[None, dict(frame=dict(duration=650, redraw=redraw), fromcurrent=False,
@@ -136,12 +148,11 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
                                             transition=dict(duration=0))]),
                 ])],
             sliders=[dict(
-                active=idx, x=0, len=1.0, y=-0.17, yanchor="top", pad=dict(t=34, b=0),
+                active=idx, x=0, len=1.0, y=below, yanchor="top", pad=dict(t=34, b=0),
                 currentvalue=dict(prefix="round ", xanchor="right", font=dict(size=12)),
                 steps=[dict(label=str(f.round), method="animate", args=step_args(str(f.round))) for f in emb.frames],
             )],
         )
-        fig.update_layout(margin=dict(b=150))
     return fig
 
 
@@ -463,7 +474,7 @@ def image_grid_figure(rows: list[tuple[str, np.ndarray, list[str]]], height: int
     for _, imgs, caps in rows:
         titles += list(caps) + [""] * (n_cols - len(caps))
     fig = make_subplots(rows=n_rows, cols=n_cols, subplot_titles=titles, horizontal_spacing=0.012,
-                        vertical_spacing=0.09 if n_rows > 1 else 0.05)
+                        vertical_spacing=min(0.09, 0.5 / (n_rows - 1)) if n_rows > 1 else 0.05)
     for i, (label, imgs, _) in enumerate(rows):
         for j, img in enumerate(imgs):
             img = np.asarray(img, dtype=float)
@@ -481,7 +492,7 @@ def image_grid_figure(rows: list[tuple[str, np.ndarray, list[str]]], height: int
         fig.layout[f"yaxis{k if k > 1 else ''}"].scaleanchor = f"x{k if k > 1 else ''}"
     for ann in fig.layout.annotations:
         if ann.text and not ann.text.startswith("<b>"):
-            ann.font = dict(size=10, color="#444")
+            ann.font = dict(size=10)  # the theme's text colour: readable on the light and the dark background
     layout(fig, height=height or int(95 * n_rows + 40), legend=False)
     fig.update_layout(margin=dict(l=110, r=10, t=24, b=6))
     return fig

@@ -13,7 +13,7 @@ import streamlit as st
 
 from . import figures as F
 from . import session as S
-from .charts import chart
+from .charts import chart, legend_rows
 from .embedding import PCA, loss_embedding
 from .lessons import BY_ID, CURVES, EMBEDDING, LESSONS, configs, missing
 from .run_charts import series_of
@@ -49,7 +49,7 @@ def step_link(lesson, index: int) -> str:
     return app_url({"lesson": lesson.id, "step": index + 1}, page="lessons")
 
 
-def _wrap(text: str, width: int = 78) -> str:
+def _wrap(text: str, width: int = 54) -> str:  # 54 characters of 13-px text fit the chart of an 800-px window
     return "<br>".join(textwrap.wrap(text, width))
 
 
@@ -59,10 +59,17 @@ def _annotate(fig, note: str | None, rnd: int | None, vline: bool):
         fig.add_vline(x=rnd, line=dict(color="#d9a400", width=2, dash="dot"))
     if note:
         lines = _wrap(note).count("<br>") + 1
-        fig.add_annotation(text=_wrap(note), xref="paper", yref="paper", x=0, y=1.02, xanchor="left",
-                           yanchor="bottom", showarrow=False, align="left", bgcolor="#fff7e0",
+        legend = fig.layout.legend
+        names = [t for t in fig.data if t.showlegend is not False and t.name]
+        # above a legend on the plot's top edge (the curves'), not over it: the box sits that many pixels higher
+        legend_px = (22 * legend_rows(fig) if fig.layout.showlegend is not False and len(names) > 1
+                     and legend.orientation == "h" and (legend.y or 0) >= 1 else 0)
+        top = 30 + 19 * lines + legend_px
+        fig.update_layout(margin=dict(t=top))
+        plot_h = max(1, (fig.layout.height or 450) - top - (fig.layout.margin.b or 0))
+        fig.add_annotation(text=_wrap(note), xref="paper", yref="paper", x=0, y=1 + (legend_px + 6) / plot_h,
+                           xanchor="left", yanchor="bottom", showarrow=False, align="left", bgcolor="#fff7e0",
                            bordercolor="#d9a400", borderpad=5, font=dict(size=13, color="#3d3000"))
-        fig.update_layout(margin=dict(t=30 + 19 * lines))
     return fig
 
 

@@ -13,6 +13,9 @@ from .charts import chart
 from .partition_view import PARTITION_KEYS, partition_facts
 
 
+IMAGE_ROWS = 8  # clusters shown with sample images (a row each): 40 clusters would make a 4000-px chart
+
+
 @st.cache_data(max_entries=32, show_spinner=False)
 def _facts(config_items: tuple) -> dict:
     return partition_facts(dict(config_items))
@@ -82,6 +85,9 @@ def partition_report(values: dict, data: dict, key: str) -> None:
             st.markdown("**True parameters of each cluster** (θ, one row per cluster)")
             st.dataframe([{f"θ{j}": round(v, 3) for j, v in enumerate(row)} | {"cluster": k}
                           for k, row in enumerate(truth["theta"])], hide_index=True)
-    if data["rows"]:
-        chart(F.image_grid_figure(data["rows"]), f"{key}.images", title="**What the clusters see**")
+    rows = data["rows"]
+    if rows:
+        shown = rows[:IMAGE_ROWS]
+        chart(F.image_grid_figure(shown), f"{key}.images", title="**What the clusters see**" + (
+            f" · the first {len(shown)} of {len(rows)} clusters" if len(rows) > len(shown) else ""))
     st.caption(data["note"])

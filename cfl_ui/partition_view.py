@@ -21,6 +21,12 @@ def partition_config(config: dict):
     return PartitionConfig(**{k: config[k] for k in PARTITION_KEYS if k in config})
 
 
+def image_caption(label: int, before: int | None = None) -> str:
+    """A sample image's caption: its label, "5→3" when the cluster's label map turned a 5 into a 3. Short on
+    purpose: eight captions share a row that an 800-px window makes about 40 px per image."""
+    return str(label) if before is None or before == label else f"{before}→{label}"
+
+
 def _source_images(ds, count: int) -> list[int]:
     """Rows of the train pool: the first image of every class in label order (no digit left out: 10 for 10
     classes), then the next ones up to `count`."""
@@ -63,12 +69,13 @@ def partition_facts(config: dict) -> dict:
                 x, y = transforms.apply(t, x0, y0, part.truth, pcfg.seed, per_cluster[c]["clients"][0].id, 0)
                 caps = []
                 for before, after in zip(y0.tolist(), y.tolist()):
-                    caps.append(f"label {after}" + (f" (was {before})" if after != before else ""))
+                    caps.append(image_caption(after, before))
                 title = f"cluster {c}" + (f" · {t['rotation']}°" if "rotation" in t else "")
                 rows.append((title, x.numpy(), caps))
-            note = ("The same training images seen by each cluster: "
+            note = ("The same training images seen by each cluster, each captioned with its label there: "
                     + ("rotated by the cluster's angle." if pcfg.partition == "feature-skew"
-                       else "identical pixels, but the cluster's label map swaps two pairs of labels."))
+                       else "identical pixels, but the cluster's label map swaps two pairs of labels "
+                            "(5→3: the image of a 5 is labelled 3 in that cluster)."))
         else:
             for c in sorted(per_cluster):
                 specs = per_cluster[c]["clients"]
@@ -78,8 +85,9 @@ def partition_facts(config: dict) -> dict:
                 take = take[:IMAGES_PER_ROW]
                 idx = torch.as_tensor(take, dtype=torch.int64)
                 x, y = ds.x_train[idx], ds.y_train[idx]
-                rows.append((f"cluster {c}", x.numpy(), [f"label {v}" for v in y.tolist()]))
-            note = "Training images held by each cluster's clients (their labels show the cluster's label mix)."
+                rows.append((f"cluster {c}", x.numpy(), [image_caption(v) for v in y.tolist()]))
+            note = ("Training images held by each cluster's clients, each captioned with its label (the labels "
+                    "show the cluster's label mix).")
     else:
         note = f"{ds.info.name} holds vectors, not images: no sample images to show."
     return {"partition": pj, "rows": rows, "note": note, "num_classes": ds.info.num_classes,

@@ -64,8 +64,9 @@ def one_true_cluster(unit) -> bool:
 
 
 def traffic(nbytes: float) -> tuple[str, str]:
-    """The headline's traffic label and value: MB, or kB below 0.1 MB (a linear model sends a few kB)."""
-    if nbytes < 1e5:
+    """The headline's traffic label and value: MB, or kB below 1 MB (a linear model sends a few kB: never
+    "MB sent 0.0" or "0.1")."""
+    if nbytes < 1e6:
         return "kB sent", f"{nbytes / 1e3:.1f}"
     return "MB sent", f"{nbytes / 1e6:.1f}"
 
@@ -88,12 +89,13 @@ def headline(unit, where=None, *, columns: int = 6) -> None:
     prev = recs[-2] if len(recs) > 1 else None
     if last is not None and last.accuracy is None:
         acc_label, acc = "Test loss", (f"{last.loss:.4g}" if last.loss is not None else "—")
-        acc_delta = None if prev is None or prev.loss is None or last.loss is None else f"{last.loss - prev.loss:+.3g}"
+        acc_delta = (None if prev is None or prev.loss is None or last.loss is None
+                     else f"{last.loss - prev.loss:+.3g} vs round {prev.round}")
         delta_color = "inverse"
     else:
         acc_label, acc = "Accuracy", _fmt_pct(last.accuracy if last else None)
         acc_delta = (None if prev is None or prev.accuracy is None or last.accuracy is None
-                     else f"{(last.accuracy - prev.accuracy) * 100:+.1f} pt")
+                     else f"{(last.accuracy - prev.accuracy) * 100:+.1f} pt vs round {prev.round}")
         delta_color = "normal"
     first = _first_ari(recs)
     ari = "—" if last is None or last.ari is None else f"{last.ari:.2f}"
@@ -105,8 +107,8 @@ def headline(unit, where=None, *, columns: int = 6) -> None:
     device = unit.meta.get("device") or "—"
     acc_help = "Test metric of the last round, each client on its own model."
     if acc_delta is not None:
-        acc_help += (" The arrow: its change since the previous round" +
-                     (" in percentage points (pt)." if acc_label == "Accuracy" else "."))
+        acc_help += (" Below it: the change since the previous round" +
+                     (", in percentage points (pt: 74.3% -> 74.8% is +0.5 pt)." if acc_label == "Accuracy" else "."))
     if last is not None and one_true_cluster(unit):
         # the truth is one cluster (IID control): ARI against a single label is no score; say what was found
         found = last.models_in_use
@@ -134,6 +136,11 @@ def headline(unit, where=None, *, columns: int = 6) -> None:
         cols[i % columns].metric(label, value, delta, delta_color=color, help=help_)
 
 
+def embedding_mark(key: str) -> str:
+    """The key of the container around a client embedding (its CSS class starts with st-key-cfl-emb, cfl_ui.theme)."""
+    return "cfl-emb-" + "".join(ch if ch.isalnum() else "-" for ch in key)
+
+
 def embedding_block(unit, key: str, method: str, active_round=None, height: int = 470, live: bool = False) -> None:
     recs = unit.records
     label = md(unit.label)  # a run's name: shown literally
@@ -144,20 +151,22 @@ def embedding_block(unit, key: str, method: str, active_round=None, height: int 
         cls = ALGORITHMS.get(unit.algorithm)
         has_loss = bool(cls and cls.has_loss_vectors)
     if method == UMAP and recs:
-        with st.spinner("UMAP: laying out each round (its first use compiles, up to ~20 s)…"):
+        with st.spinner("UMAP: laying out each round (the server compiles UMAP once, in the background after it "
+                        "starts: a switch in its first minute waits for that)…"):
             emb = loss_embedding(recs, method, cache_key=unit.ref)
     else:
         emb = loss_embedding(recs, method, cache_key=unit.ref) if recs else None
     if emb is not None:
-        st.markdown(f"**How {label} sees the clients** · <span style='color:#888'>{emb.detail}</span>",
+        st.markdown(f"**How {label} sees the clients** · <span class='cfl-muted'>{emb.detail}</span>",
                     unsafe_allow_html=True)
         cap = {2: "embed_raw2", 3: "embed_raw3"}.get(emb.num_models if emb.method == "raw" else 0,
                                                       "embed_umap" if emb.method == UMAP else "embed_pca")
         if emb.method == "raw" and emb.num_models == 1:
             cap = "embed_pca"
-        chart(lambda: F.embedding_figure(emb, active_round, height=height, animate=not live), f"{key}.emb",
-              cache=("emb", *unit_key(unit), method, active_round, height, not live),
-              caption=CAPTIONS[cap] + " Click a client to see why it moved.", select=emb.dims == 2)
+        with st.container(key=embedding_mark(key)):  # marked: a narrow window gives its column the whole width
+            chart(lambda: F.embedding_figure(emb, active_round, height=height, animate=not live), f"{key}.emb",
+                  cache=("emb", *unit_key(unit), method, active_round, height, not live),
+                  caption=CAPTIONS[cap] + " Click a client to see why it moved.", select=emb.dims == 2)
         return
     if has_loss:
         st.markdown(f"**How {label} sees the clients**")
@@ -235,10 +244,18 @@ def extras_block(unit, key: str, round_index) -> None:
     views = unit_extra_views(unit, round_index)
     if not views:
         return
-    cols = st.columns(min(3, len(views)))
-    for i, view in enumerate(views):
-        with cols[i % len(cols)]:
-            view_block(view, f"{key}.x{i}")
+    # a view that is a table (CFL's split log) gets the whole width below the charts: in a third of the page its
+    # columns were cut at the right
+    table = {i for i, v in enumerate(views) if v.figure is None and v.markdown and "|" in v.markdown}
+    tables = [(i, v) for i, v in enumerate(views) if i in table]
+    charted = [(i, v) for i, v in enumerate(views) if i not in table]
+    if charted:
+        cols = st.columns(min(3, len(charted)))
+        for n, (i, view) in enumerate(charted):
+            with cols[n % len(cols)]:
+                view_block(view, f"{key}.x{i}")
+    for i, view in tables:
+        view_block(view, f"{key}.x{i}")
 
 
 def rounds_jsonl(records) -> str:
@@ -286,7 +303,8 @@ def method_picker(units, key: str) -> str:
         st.session_state[key] = "PCA"
     st.radio("Loss-vector embedding", ["PCA", "UMAP"], key=key, horizontal=True,
              help="PCA: one fixed linear map for every round. UMAP: a non-linear layout per round "
-                  "(its first use in a server compiles, up to ~20 s on a small CPU).")
+                  "(compiled once per server, in the background after it starts; a switch in the server's first "
+                  "minute waits for that, about 20 s on a small CPU).")
     return UMAP if st.session_state[key] == "UMAP" else PCA
 
 

@@ -53,6 +53,9 @@ def _manager(root: str) -> JobManager:
     jobs = JobManager(root)
     if os.environ.get(WARMUP_ENV, "1") != "0":
         jobs.warm_up()  # background: the first Run then starts without one-off costs
+        from .embedding import warm_umap
+
+        warm_umap()  # background too: the first PCA -> UMAP switch then takes about a second, not ~18 s
     return jobs
 
 

@@ -1,4 +1,7 @@
-"""A few style touches on top of .streamlit/config.toml (tighter top padding, calmer metrics)."""
+"""A few style touches on top of .streamlit/config.toml (tighter top padding, calmer metrics, narrow windows).
+
+Colours here are never fixed greys: muted text is the theme's own text colour at lower opacity, so it stays
+readable in the light and the dark theme alike (the app follows the browser's preference, config.toml)."""
 from __future__ import annotations
 
 import streamlit as st
@@ -16,9 +19,21 @@ CSS = """
 [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"]) > [data-testid="stColumn"]
   {min-width: 6.6rem;}
 @media (max-width: 1100px) {[data-testid="stMetricValue"] {font-size: 1.25rem;}}
-[data-testid="stMetricLabel"] p {font-size: 0.82rem; color: #5f6b7a;}
+[data-testid="stMetricLabel"] p {font-size: 0.82rem; opacity: 0.8;}
 [data-testid="stSidebar"] [data-testid="stCaptionContainer"] {margin-top: -0.45rem;}
-[data-testid="stSidebar"] h3 {margin-top: 0.3rem; margin-bottom: -0.3rem; font-size: 1.0rem; color: #2f3b4c;}
+[data-testid="stSidebar"] h3 {margin-top: 0.3rem; margin-bottom: -0.3rem; font-size: 1.0rem; opacity: 0.9;}
+.cfl-muted {opacity: 0.72;}
+/* tables (a split log, a lesson's numbers) never run past their column: they scroll inside it */
+[data-testid="stMarkdownContainer"] table {display: block; max-width: 100%; overflow-x: auto;}
+/* narrow windows (1024-px projectors, 800-px or zoomed browsers): less side padding, and charts placed side by
+   side stack once each would get too narrow to read: 280 px for a curve, 400 px for a client embedding (its
+   points and its legend side by side; cfl_ui.run_charts marks it) */
+@media (max-width: 1200px) {.block-container {padding-left: 1.4rem; padding-right: 1.4rem;}}
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .stPlotlyChart) {flex-wrap: wrap;}
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .stPlotlyChart) > [data-testid="stColumn"]
+  {min-width: min(280px, 100%);}
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .stPlotlyChart)
+  > [data-testid="stColumn"]:has([class*="st-key-cfl-emb"]) {min-width: min(400px, 100%);}
 div[data-testid="stExpander"] details summary p {font-weight: 600;}
 </style>
 """
@@ -59,9 +74,9 @@ def presenter_toggle() -> bool:
 
 def page_header(title: str, lead: str) -> None:
     """The page's title and lead, with the Presenter-mode switch beside the title."""
-    left, right = st.columns([5, 1], vertical_alignment="bottom")
-    left.markdown(f"## {title}")
-    with right:
+    # a row that wraps: the switch keeps its whole label, beside the title or under it in a narrow window
+    with st.container(horizontal=True, vertical_alignment="bottom", horizontal_alignment="distribute"):
+        st.markdown(f"## {title}", width="content")
         presenter_toggle()
-    st.markdown(f"<div style='color:#55606e;margin-top:-0.6rem;margin-bottom:0.6rem'>{lead}</div>",
+    st.markdown(f"<div class='cfl-muted' style='margin-top:-0.6rem;margin-bottom:0.6rem'>{lead}</div>",
                 unsafe_allow_html=True)

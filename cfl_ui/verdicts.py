@@ -6,7 +6,7 @@ will cost.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import streamlit as st
 
@@ -22,6 +22,7 @@ class Verdict:
     error: object | None = None  # the ConfigError shown by its control
     blocked: str | None = None  # why Run is disabled (one line), None when it may run
     estimate: object | None = None
+    adjusted: int | None = None  # Partitions: the samples_per_client drawn instead of one that does not fit
 
 
 def check_dataset(panel: Panel, config: dict) -> str | None:
@@ -87,15 +88,40 @@ def validate_partition(panel: Panel, config: dict) -> Verdict:
         return Verdict([], None, blocked)
     try:
         pcfg = partition_config(config)
-        pcfg.validate(dataset_info(pcfg.dataset))
+        info = dataset_info(pcfg.dataset)
+        pcfg.validate(info)
     except ConfigError as err:
         panel.show_error(err)
+        fitted = largest_fitting_samples(pcfg, info) if err.parameter == "samples_per_client" else None
+        if fitted is not None:  # too many samples per client for this structure: draw the largest that fits
+            return Verdict([replace(pcfg, samples_per_client=fitted)], err, None, adjusted=fitted)
         return Verdict([], err, str(err))
     except (TypeError, ValueError) as err:  # a value no control should produce; still say so
         panel.general_slot(st.sidebar)
         panel.slots["general"].error(md(err))
         return Verdict([], err, str(err))
     return Verdict([pcfg])
+
+
+def largest_fitting_samples(pcfg, info) -> int | None:
+    """The largest samples_per_client below the requested one with which the partition can be built, or None.
+
+    The default 60 does not fit every structure on the small bundled pools (label skews hand each cluster a few
+    classes, which run out first): the Partitions page then shows the partition at this value instead of nothing."""
+    from cfl_core.errors import ConfigError
+
+    def fits(n: int) -> bool:
+        try:
+            replace(pcfg, samples_per_client=n).validate(info)
+            return True
+        except ConfigError:
+            return False
+
+    lo, hi = 0, int(pcfg.samples_per_client) - 1  # the demand grows with the size: bisect
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo if lo >= 1 and fits(lo) else None
 
 
 def verdict_note(verdict: Verdict, where) -> None:

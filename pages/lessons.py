@@ -46,13 +46,12 @@ V.lesson_card(lesson)
 if not V.unavailable(lesson):
     st.markdown(f"**Step {index + 1} of {len(lesson.steps)} · {step.title}**")
     st.markdown(step.text)
-    b1, b2, b3, _ = st.columns([1, 1, 1.3, 3])
-    b1.button("Back", key="les.back", icon=":material/arrow_back:", on_click=go, args=(-1,), disabled=index == 0,
-              width="stretch")
-    b2.button("Next", key="les.next", icon=":material/arrow_forward:", on_click=go, args=(1,), type="primary",
-              disabled=index == len(lesson.steps) - 1, width="stretch")
-    b3.button("Replay step", key="les.replay", icon=":material/replay:", on_click=V.replay, args=(lesson, index),
-              width="stretch")
+    with st.container(horizontal=True):  # buttons as wide as their words, in any window
+        st.button("Back", key="les.back", icon=":material/arrow_back:", on_click=go, args=(-1,),
+                  disabled=index == 0)
+        st.button("Next", key="les.next", icon=":material/arrow_forward:", on_click=go, args=(1,), type="primary",
+                  disabled=index == len(lesson.steps) - 1)
+        st.button("Replay step", key="les.replay", icon=":material/replay:", on_click=V.replay, args=(lesson, index))
     V.play_step(lesson, index, f"les.{lesson.id}.{index}")
     st.markdown("Steps: " + " · ".join(f"[{i + 1}. {s.title}]({V.step_link(lesson, i)})"
                                         for i, s in enumerate(lesson.steps)))

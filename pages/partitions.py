@@ -32,7 +32,17 @@ page_header("Partitions",
             "samples it holds, and what makes the clusters differ.")
 U.show_url_notes(P)
 
-if verdict.error is not None:
+if verdict.adjusted is not None:
+    # the requested samples per client do not fit this structure: show the largest that does, and offer it
+    asked = values["samples_per_client"]
+    values = {**values, "samples_per_client": verdict.adjusted}
+    note, use = st.columns([4, 1.3], vertical_alignment="center")
+    note.info(f"{asked} samples per client do not fit {values['partition']} here (see the message in the sidebar): "
+              f"shown with **{verdict.adjusted}**, the largest that fits without drawing a sample twice.",
+              icon=":material/straighten:")
+    use.button(f"Use {verdict.adjusted} samples per client", key=f"{P}.fit", width="stretch",
+               on_click=lambda n=verdict.adjusted: st.session_state.__setitem__(f"{P}.samples_per_client", n))
+if verdict.error is not None and verdict.adjusted is None:
     st.error("This partition cannot be built: see the message by the setting in the sidebar.", icon=":material/warning:")
 elif verdict.blocked:
     st.warning(verdict.blocked, icon=":material/lock:")

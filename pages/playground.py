@@ -27,6 +27,16 @@ def vs_choice() -> str | None:
     return value if value in ALGORITHMS else None
 
 
+def other_clients(snap, unit_name: str | None, values: dict) -> bool:
+    """Whether the form's data set or partition settings differ from those of the run shown (the unit a link
+    names, e.g. one seed of a sweep; else the first: runs side by side share their clients)."""
+    from cfl_ui.partition_view import PARTITION_KEYS
+
+    unit = (snap.unit(unit_name) if unit_name else None) or (snap.units[0] if snap.units else None)
+    shown = unit.config if unit is not None else {}
+    return any(k in values and k in shown and values[k] != shown[k] for k in PARTITION_KEYS)
+
+
 def run_config(ref):
     """The config of the run a link points at (when the link carries no config of its own)."""
     snap = S.snapshot(ref)
@@ -92,6 +102,11 @@ U.show_url_notes(P)
 ctl.flash()
 
 snap = ctl.snapshot()
+if snap is not None and not snap.live and other_clients(snap, ctl.unit_name, C.values(P)):
+    # the form now describes other clients (another data set or partition): an ended run's charts would show
+    # the old data under the new settings, so the page shows the new setting (the run stays in Runs)
+    ctl.release()
+    snap = ctl.snapshot()
 if ctl.ref and snap is None:
     st.warning(f"Run {code(ctl.ref)} was not found in {code(runs_dir())} (deleted, or saved on another machine). The "
                "settings from the link are loaded: press **Run** to reproduce it — same seed, same data, same initial "

@@ -1,7 +1,9 @@
 """A teacher's path in a real browser (Debian's chromium via Playwright, never downloaded), one server for all:
-the run controls are on screen without scrolling and the headline numbers are whole at 1366x768 and 800x900, a
-click on a client in the embedding opens its drill-down, every lesson plays to its end, and Compare's per-round CSV
-holds every algorithm's rows. Waits are for conditions, never fixed sleeps."""
+the run controls are on screen without scrolling and the headline numbers are whole at 1366x768, 1024x768 and
+800x900; at each size the pages read well (no clipped number or label, no text under plotly's toolbar, every point
+inside its axes, no caption over another: cfl_ui.browser.READABLE_JS); a click on a client in the embedding opens
+its drill-down, every lesson plays to its end, and Compare's per-round CSV holds every algorithm's rows. Waits are
+for conditions, never fixed sleeps."""
 from __future__ import annotations
 
 import csv
@@ -13,8 +15,11 @@ import pytest
 from cfl_ui import browser as B
 from cfl_ui.lessons import LESSONS, missing
 
-SIZES = [(1366, 768), (800, 900)]
+SIZES = [(1366, 768), (1024, 768), (800, 900)]
 SMALL = "clusters=2&clients_per_cluster=3&samples_per_client=40&rounds=4"
+# side by side with 4 models: PCA embeddings with their replay, heatmaps, wrapped legends
+SIDE_BY_SIDE = ("clusters=4&clients_per_cluster=2&samples_per_client=30&rounds=3&local_epochs=1&models=4"
+                "&algorithm=ifca&init=same&vs=clove")
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +57,61 @@ def finished(page, text: str, timeout: float = 180) -> None:
                            timeout=timeout * 1000)
 
 
+def resize(page, size) -> None:
+    """Until every chart has taken its new width (plotly follows the window on its resize event)."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    B.settle(page)
+    page.wait_for_function("() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(p => "
+                           "Math.abs(p.getBoundingClientRect().width - p.parentElement.getBoundingClientRect().width)"
+                           " < 3)", timeout=30000)
+
+
+def readable(page, size, at_least: int) -> None:
+    found = B.readability(page)
+    assert found["plots"] >= at_least, (size, found["plots"])
+    problems = {k: found[k] for k in ("clipped", "toolbar", "outside", "overlaps") if found[k]}
+    assert not problems, (size, problems)
+
+
 @pytest.mark.slow
-def test_run_controls_headline_numbers_and_drilldown_at_two_sizes(site):
+def test_pages_read_well_at_every_size(site):
+    url, browser = site
+    page = open_page(browser, f"{url}/?{SIDE_BY_SIDE}", SIZES[0])
+    try:
+        B.click_button(page, "Run")
+        finished(page, "3 of 3 rounds each")
+        page.locator(".js-plotly-plot").nth(7).wait_for(timeout=60000)
+        for size in SIZES:
+            resize(page, size)
+            readable(page, size, 8)  # 2 embeddings, 2 heatmaps, 2 areas, accuracy, ARI
+            assert B.readability(page)["points"] >= 16  # both embeddings' clients were checked
+            no_exception(page)
+        resize(page, SIZES[0])
+        page.get_by_text("UMAP", exact=True).first.click()  # a spinner while it lays the rounds out
+        page.get_by_text("UMAP per round").first.wait_for(timeout=240000)
+        page.get_by_text("UMAP can draw structure that is not there").first.wait_for()  # its caption warns
+        for size in SIZES:
+            resize(page, size)
+            readable(page, size, 8)
+        no_exception(page)
+    finally:
+        page.close()
+    for path, charts in (("/partitions?partition=concept-shift", 4), ("/lessons?lesson=one-model&step=1", 1)):
+        page = open_page(browser, url + path, SIZES[-1])
+        try:
+            if "lessons" in path:
+                page.get_by_text("step 1 paused at round").first.wait_for(timeout=180000)
+            page.locator(".js-plotly-plot").nth(charts - 1).wait_for(timeout=120000)
+            for size in reversed(SIZES):
+                resize(page, size)
+                readable(page, size, charts)
+            no_exception(page)
+        finally:
+            page.close()
+
+
+@pytest.mark.slow
+def test_run_controls_headline_numbers_and_drilldown_at_every_size(site):
     url, browser = site
     run_link = None
     for size in SIZES:

@@ -1,0 +1,243 @@
+"""Issue 14's readability fixes that can be checked without a browser: every partition shows something at the
+defaults, the chart helper keeps plotly's toolbar off titles and legends, sample-image labels fit their column,
+the theme follows the browser's light or dark preference."""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from cfl_core.partition import PARTITIONS
+from tests.helpers import shown
+
+REPO = Path(__file__).resolve().parent.parent
+APP = str(REPO / "app.py")
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    monkeypatch.setenv("CFL_RUNS_DIR", str(root))
+    monkeypatch.setenv("CFL_UI_WARMUP", "0")
+    return root
+
+
+def partitions_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.query_params.clear()
+    return at.switch_page("pages/partitions.py").run()
+
+
+# every image-capable structure on the bundled digits (linear-mixture needs the synthetic regression source)
+ON_DIGITS = [p for p in PARTITIONS if p != "linear-mixture"]
+
+
+def test_every_partition_on_digits_shows_its_charts_at_the_defaults(runs):
+    at = partitions_page()
+    assert at.number_input(key="part.samples_per_client").value == 60  # the default the walk-through used
+    adjusted = []
+    for name in ON_DIGITS:
+        at.selectbox(key="part.partition").set_value(name)
+        at.run()
+        assert not at.exception, (name, [e.value for e in at.exception])
+        assert len(at.get("plotly_chart")) == 4, (name, [shown(e.value) for e in at.error])
+        notes = [shown(i.value) for i in at.info if "samples per client do not fit" in shown(i.value)]
+        if notes:
+            adjusted.append(name)
+            fitted = int(notes[0].split("shown with **")[1].split("**")[0])
+            assert 1 <= fitted < 60
+            clients = next(m for m in at.metric if m.label == "Training samples")
+            assert int(clients.value.replace(",", "")) == fitted * 20, (name, clients.value)  # 4 clusters x 5
+            assert any("samples_per_client=60 is not allowed" in shown(e.value) for e in at.error)  # by the control
+    assert adjusted, "no structure needed fewer samples: the test lost its point"
+
+
+def test_the_offered_largest_value_is_taken_into_the_sidebar(runs):
+    at = partitions_page()
+    at.selectbox(key="part.partition").set_value("label-skew-4")
+    at.run()
+    button = at.button(key="part.fit")
+    fitted = int(button.label.split()[1])
+    button.click()
+    at.run()
+    assert not at.exception
+    assert at.number_input(key="part.samples_per_client").value == fitted
+    assert not at.error and not [i for i in at.info if "do not fit" in i.value]
+    assert len(at.get("plotly_chart")) == 4
+
+
+# -- the Playground after its data set changed ---------------------------------------------------------------
+def test_an_ended_runs_charts_go_when_the_data_set_changes(runs):
+    from cfl_ui.session import manager
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    for name, value in {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 30, "rounds": 2,
+                        "local_epochs": 1}.items():
+        at.number_input(key=f"pg.{name}").set_value(value)
+    at.run()
+    at.button(key="pg.run_btn").click()
+    at.run()
+    ref = at.session_state["pg.run"]
+    assert manager().get(ref.split("/")[0]).join(120)
+    at.run()
+    assert len(at.get("plotly_chart")) >= 5 and not any("Ready." in shown(i.value) for i in at.info)
+    at.number_input(key="pg.rounds").set_value(3)  # a training setting: the run stays on screen
+    at.run()
+    assert at.session_state["pg.run"] == ref and len(at.get("plotly_chart")) >= 5
+    at.selectbox(key="pg.dataset").set_value("synthetic-linear")
+    at.selectbox(key="pg.partition").set_value("linear-mixture")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["pg.run"] is None
+    assert len(at.get("plotly_chart")) == 0  # no digits chart left; synthetic-linear has no sample images
+    assert any("Ready." in shown(i.value) and "synthetic-linear" in shown(i.value) for i in at.info)
+    assert (runs / ref).exists()  # the ended run stays saved (Runs page)
+
+
+# -- the chart helper: plotly's toolbar has a band of its own --------------------------------------------------
+def test_the_toolbar_keeps_only_useful_buttons_and_shows_on_hover():
+    from cfl_ui.charts import TOOLBAR
+
+    gone = set(TOOLBAR["modeBarButtonsToRemove"])
+    assert TOOLBAR["displaylogo"] is False and TOOLBAR["displayModeBar"] == "hover"
+    assert {"pan2d", "select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d"} <= gone
+    assert not gone & {"toImage", "zoom2d", "resetScale2d"}  # the PNG camera, zoom and reset stay
+
+
+def test_every_chart_gets_a_toolbar_band_above_its_legend_once():
+    import plotly.graph_objects as go
+
+    from cfl_ui import charts
+    from cfl_ui import figures as F
+    from cfl_ui.palette import layout
+
+    fig = layout(go.Figure(go.Scatter(x=[0, 1], y=[0, 1], name="a")), height=300)
+    top, height = fig.layout.margin.t, fig.layout.height
+    charts.with_toolbar_band(fig)
+    charts.with_toolbar_band(fig)  # a figure drawn again (a view cached per round) is not moved twice
+    assert fig.layout.margin.t == top + charts.TOOLBAR_BAND and fig.layout.height == height + charts.TOOLBAR_BAND
+    # the legend sits on the plot's top edge, so the band above it is free for the toolbar
+    assert fig.layout.legend.y >= 1 and fig.layout.legend.yanchor == "bottom"
+    bare = go.Figure()
+    charts.with_toolbar_band(bare)
+    assert bare.layout.margin.t is None  # plotly's own 80-px top margin already has the room
+    # the helper's cached path bands the figure it draws
+    drawn, prepared = charts._with_spec(F.empty_figure("nothing yet"))
+    assert prepared.to_dict()["layout"]["margin"]["t"] == drawn.layout.margin.t
+    assert drawn.layout.margin.t >= charts.TOOLBAR_BAND + 20
+
+
+def test_replay_buttons_sit_below_the_axis_title_at_every_height():
+    from cfl_ui import figures as F
+    from cfl_ui.embedding import PCA, loss_embedding
+    from tests.test_ui_figures import records
+
+    emb = loss_embedding(records(k_models=4, rounds=5), PCA)
+    assert len(emb.frames) > 1
+    for height in (380, 430, 470):
+        fig = F.embedding_figure(emb, height=height)
+        plot_h = height - fig.layout.margin.t - fig.layout.margin.b
+        gap = -fig.layout.updatemenus[0].y * plot_h  # px between the plot's bottom edge and the buttons
+        assert 55 <= gap <= 75, (height, gap)
+        assert fig.layout.sliders[0].y == fig.layout.updatemenus[0].y
+        assert fig.layout.margin.b >= gap + 26 + 34 + 30  # buttons, the slider's pad and the slider fit
+
+
+# -- sample images: captions short enough for an 800-px window -------------------------------------------------
+def test_sample_image_captions_are_short_and_name_a_swap():
+    from cfl_ui.partition_view import image_caption, partition_facts
+
+    assert image_caption(3) == "3" and image_caption(3, 3) == "3" and image_caption(3, 5) == "5→3"
+    cfg = {"dataset": "digits", "partition": "concept-shift", "clusters": 4, "clients_per_cluster": 2,
+           "samples_per_client": 30, "seed": 0}
+    facts = partition_facts(cfg)
+    captions = [c for _, _, caps in facts["rows"] for c in caps]
+    assert captions and max(len(c) for c in captions) <= 4
+    assert any("→" in c for c in captions)  # concept shift swaps labels in some cluster
+    first = [int(c) for c in facts["rows"][0][2]]  # cluster 0 keeps its labels: every digit, 3 and 8 included
+    assert {3, 8} <= set(first)
+
+
+# -- the theme follows the browser -------------------------------------------------------------------------------
+def test_the_theme_has_a_light_and_a_dark_variant_and_a_menu_to_choose():
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    theme = config["theme"]
+    assert "base" not in theme  # a fixed base would ignore the browser's dark preference
+    light, dark = theme["light"], theme["dark"]
+    for colours in (light, dark):
+        assert {"primaryColor", "backgroundColor", "secondaryBackgroundColor", "textColor"} <= set(colours)
+
+    def luminance(hex_colour):
+        r, g, b = (int(hex_colour.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4))
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    assert luminance(light["backgroundColor"]) > 0.8 > 0.3 > luminance(dark["backgroundColor"])
+    assert luminance(dark["textColor"]) > 0.7 and luminance(light["textColor"]) < 0.3
+    assert config["client"]["toolbarMode"] != "minimal"  # "minimal" hides the menu, and with it the theme choice
+
+
+def test_the_apps_own_css_has_no_fixed_text_colour():
+    import re
+
+    from cfl_ui import theme
+
+    for css in (theme.CSS, theme.PRESENT_CSS):
+        assert not re.search(r"(?<!-)color:\s*#", css), "a fixed text colour is unreadable in one of the themes"
+
+
+# -- headline numbers ----------------------------------------------------------------------------------------
+def test_the_accuracy_change_says_what_it_is_measured_against():
+    def script():
+        from types import SimpleNamespace
+
+        from cfl_core.records import RoundRecord
+        from cfl_ui.run_charts import headline
+
+        def rec(r, acc):
+            return RoundRecord(r, "train", [0, 1], [0, 1], None, [acc, acc], [0.1, 0.1], acc, acc, 1.0, 1.0, 2,
+                               40_000, 10_000, 0.1, true_clusters=[0, 1])
+
+        headline(SimpleNamespace(records=[rec(0, 0.743), rec(1, 0.748)], config={"partition": "feature-skew"},
+                                 meta={}, live=False))
+
+    at = AppTest.from_function(script).run()
+    assert not at.exception, [e.value for e in at.exception]
+    metrics = {m.label: m for m in at.metric}
+    assert metrics["Accuracy"].value == "74.8%" and metrics["Accuracy"].delta == "+0.5 pt vs round 0"
+    assert "percentage points" in metrics["Accuracy"].help
+    assert metrics["kB sent"].value == "100.0"  # 100 kB: never "MB sent 0.1"
+
+
+def test_pca_of_identical_loss_vectors_has_a_readable_axis_not_1e16():
+    from cfl_core.records import RoundRecord
+    from cfl_ui.embedding import PCA, loss_embedding
+
+    # after one Step of IFCA from the same model: every client's loss vector alike up to floating-point noise
+    row = [2.302585, 2.302585, 2.302585, 2.302585]
+    matrix = [[v + 1e-16 * ((c * 7 + j) % 3) for j, v in enumerate(row)] for c in range(6)]
+    rec = RoundRecord(0, "train", list(range(6)), [0] * 6, matrix, [0.1] * 6, [2.3] * 6, 0.1, 0.1, 0.0, 0.0, 1,
+                      10, 10, 0.1, true_clusters=[0, 0, 0, 1, 1, 1])
+    emb = loss_embedding([rec], PCA)
+    for lo, hi in emb.ranges:
+        assert hi - lo >= 0.05, emb.ranges
+
+
+# -- UMAP compiled before the first switch -----------------------------------------------------------------------
+@pytest.mark.slow  # compiles UMAP's numba code (~20 s on 2 cores)
+def test_the_server_warms_umap_up_once_in_the_background():
+    pytest.importorskip("umap")
+    from cfl_ui import embedding as E
+
+    thread = E.warm_umap(delay=0)
+    assert E.warm_umap(delay=0) is thread and thread.daemon  # once per process, never holding the server up
+    thread.join(600)
+    assert not thread.is_alive()
+    import umap.layouts as L
+
+    compiled = [f for f in (L._nb_optimize_layout_euclidean_single_epoch,
+                            L._nb_optimize_layout_euclidean_single_epoch_parallel) if f.signatures]
+    assert compiled, "the warm-up compiled none of UMAP's layout code"
