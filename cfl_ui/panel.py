@@ -153,6 +153,14 @@ class Panel:
     def training_controls(self, where=None) -> None:
         self.pairs(TRAIN_FIELDS, where or st.sidebar)
 
+    def training_section(self, where=None) -> None:
+        """The sidebar's closing part on the run pages: training, "More settings" and the general notes."""
+        where = where or st.sidebar
+        where.markdown("### Training")
+        self.training_controls(where)
+        self.advanced_controls(where)
+        self.general_slot(where)
+
     def advanced_controls(self, where=None, *, training: bool = True, dynamics: bool = True) -> None:
         where = where or st.sidebar
         with where.expander("More settings"):

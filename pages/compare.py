@@ -67,10 +67,7 @@ with st.sidebar:
     panel.model_controls(st.sidebar, algorithms=chosen())
     for algo in chosen():
         panel.option_controls(algo, st.sidebar)
-    st.markdown("### Training")
-    panel.training_controls(st.sidebar)
-    panel.advanced_controls(st.sidebar)
-    panel.general_slot(st.sidebar)
+    panel.training_section(st.sidebar)
 
 verdict = ctl.validate(panel)
 ctl.buttons(verdict, run_box)

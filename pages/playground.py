@@ -87,10 +87,7 @@ with st.sidebar:
     panel.slots["vs"] = st.empty()
     panel.model_controls(st.sidebar, algorithms=[algo] + ([vs_choice()] if vs_choice() else []))
     panel.option_controls(algo, st.sidebar)
-    st.markdown("### Training")
-    panel.training_controls(st.sidebar)
-    panel.advanced_controls(st.sidebar)
-    panel.general_slot(st.sidebar)
+    panel.training_section(st.sidebar)
 
 verdict = ctl.validate(panel)
 ctl.buttons(verdict, run_box)
