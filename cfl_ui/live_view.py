@@ -261,25 +261,15 @@ def live_fragment(ref: str, render, *, initial_status: str) -> None:
 
 
 def live_view(ref: str, unit_name: str | None, key: str, *, initial_status: str, exports: bool = True) -> None:
-    """The Playground's status and charts of a job (one unit, or all of them side by side), kept live.
-
-    A job that is polled gets its Export section under the fragment, drawn with the page: a download button
-    inside it was redrawn every second, and chromium lost a download pressed just before a redraw."""
-    from .session import snapshot
-
-    polled = initial_status in POLLING
-
-    def units_of(snap):
-        units = [snap.unit(unit_name)] if unit_name else list(snap.units)
-        return [u for u in units if u is not None]
-
+    """The Playground's status and charts of a job (one unit, or all of them side by side), kept live."""
     def render(snap):
-        units = units_of(snap)
+        units = [snap.unit(unit_name)] if unit_name else list(snap.units)
+        units = [u for u in units if u is not None]
         status_bar(snap, units)
         frames = [frame(u) if u.status == RUNNING else (u, False) for u in units]
         drawn = [u for u, _ in frames]
         started = time.perf_counter()
-        render_units(snap, drawn, key, live=snap.live, exports=exports and not polled)
+        render_units(snap, drawn, key, live=snap.live, exports=exports)
         new = [u for u, fresh in frames if fresh]
         for u in new:  # this session built the new frame's figures: how long they took sets the next frame
             built(u, (time.perf_counter() - started) / len(new))
@@ -289,11 +279,3 @@ def live_view(ref: str, unit_name: str | None, key: str, *, initial_status: str,
                        "line counts every round).")
 
     live_fragment(ref, render, initial_status=initial_status)
-    snap = snapshot(ref) if exports and polled else None
-    if snap is not None and units_of(snap):
-        def current():
-            fresh = snapshot(ref)
-            return units_of(fresh) if fresh is not None else units_of(snap)
-
-        with st.expander("Export", expanded=False):
-            R.exports_block(units_of(snap), key, snap, current=current)

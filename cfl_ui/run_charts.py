@@ -262,34 +262,30 @@ def rounds_jsonl(records) -> str:
     return "\n".join(r.to_json() for r in records) + ("\n" if records else "")
 
 
-def exports_block(units, key: str, snap=None, current=None) -> None:
+def exports_block(units, key: str, snap=None) -> None:
     """Download buttons for the runs' records and configs.
 
     While a job runs, the files are made when a button is pressed (Streamlit's deferred download: `data` a
     function), not at every poll: serializing every record cost about 1 ms a round, so a 1000-round run's
-    exports took a second of the server's time per watching session per poll (benchmarks/SERVER_LOAD.md).
-    current: a function giving the units as they are now; a running job's buttons are drawn outside the
-    refreshing fragment (a button redrawn every second lost its download: "Download.path: canceled"), so a file
-    made at the press holds every round up to then, not only those of the page's last full run."""
+    exports took a second of the server's time per watching session per poll (benchmarks/SERVER_LOAD.md)."""
     cols = st.columns(4)
     dl = dict(icon=":material/download:", width="stretch")
     live = snap is not None and snap.live
-    now = current or (lambda: units)
-    made = (lambda build, pick: (lambda: build(pick(now())))) if live else (lambda build, pick: build(pick(units)))
+    made = (lambda build, *args: (lambda: build(*args))) if live else (lambda build, *args: build(*args))
     if len(units) == 1:
         u = units[0]
         name = (u.ref or "run").replace("/", "_")
-        cols[0].download_button("Per-round metrics (CSV)", made(metrics_csv, lambda us: us[0].records),
-                                f"{name}-rounds.csv", "text/csv", key=f"{key}.csv", **dl)
+        cols[0].download_button("Per-round metrics (CSV)", made(metrics_csv, u.records), f"{name}-rounds.csv",
+                                "text/csv", key=f"{key}.csv", **dl)
         cols[1].download_button("Config (JSON)", json.dumps(u.config, indent=1, sort_keys=True),
                                 f"{name}-config.json", "application/json", key=f"{key}.json", **dl)
-        cols[2].download_button("Rounds (JSON lines)", made(rounds_jsonl, lambda us: us[0].records),
-                                f"{name}-rounds.jsonl", "application/x-ndjson", key=f"{key}.jsonl", **dl)
+        cols[2].download_button("Rounds (JSON lines)", made(rounds_jsonl, u.records), f"{name}-rounds.jsonl",
+                                "application/x-ndjson", key=f"{key}.jsonl", **dl)
         if u.folder:
             cols[3].caption(f"Run folder: `{u.folder}`")
     else:
-        cols[0].download_button("Per-round metrics (CSV)", made(rounds_csv, lambda us: us), "rounds.csv",
-                                "text/csv", key=f"{key}.csv", **dl)
+        cols[0].download_button("Per-round metrics (CSV)", made(rounds_csv, units), "rounds.csv", "text/csv",
+                                key=f"{key}.csv", **dl)
         cols[1].download_button("Configs (JSON)", json.dumps([u.config for u in units], indent=1, sort_keys=True),
                                 "configs.json", "application/json", key=f"{key}.json", **dl)
         if snap is not None:
