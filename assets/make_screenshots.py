@@ -104,9 +104,11 @@ def shoot_narrow(page, url: str, out: Path, runs_root: Path) -> None:
 
     # 1024x768: the signature preset side by side, scrolled to the two embeddings (stacked at this width)
     page.set_viewport_size({"width": 1024, "height": 768})
+    B.open_sidebar(page)  # collapsed in a narrow window: opened for the preset, closed for the picture
     B.choose(page, "Preset", SIGNATURE_PRESET)
     B.settle(page)
-    B.click_button(page, "Run")
+    B.close_sidebar(page)
+    B.click_button(page, "Run")  # the run controls under the title
     B.wait_text(page, "20 of 20 rounds each", 240)
     page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60000)
     B.settle(page)

@@ -87,8 +87,9 @@ def launch(playwright):
 
 
 def wait_ready(page, timeout: float = 90.0) -> None:
-    """Until the page shows its sidebar and no script is running."""
-    page.locator('[data-testid="stSidebar"]').wait_for(timeout=timeout * 1000)
+    """Until the page has drawn its sidebar (collapsed in a narrow window: there, but with no width) and no script
+    is running."""
+    page.locator('[data-testid="stSidebar"]').wait_for(state="attached", timeout=timeout * 1000)
     settle(page, timeout)
 
 
@@ -146,7 +147,8 @@ def wait_text(page, text: str, timeout: float = 120.0) -> None:
 
 
 # What a reader of the page can read, measured in the browser (a teacher's 1366-, 1024- or 800-px window):
-#   clipped:  headline numbers and widget labels cut short (an element whose text is wider than its box)
+#   clipped:  headline numbers and widget labels cut short (an element whose text is wider than its box; not
+#             in a collapsed sidebar)
 #   toolbar:  texts of a chart (legend, notes, titles) under plotly's toolbar
 #   outside:  scatter points (whole markers) outside their plot area
 #   overlaps: texts of one chart (captions, legend entries, axis titles, replay buttons) drawn over each other
@@ -156,6 +158,7 @@ READABLE_JS = r"""
   const meet = (a, b, slack = 1) => a.left < b.right - slack && b.left < a.right - slack && a.top < b.bottom - slack && b.top < a.bottom - slack;
   const out = {clipped: [], toolbar: [], outside: [], overlaps: [], plots: 0, points: 0};
   document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricLabel"], [data-testid="stWidgetLabel"]').forEach(e => {
+    if (e.closest('[data-testid="stSidebar"][data-collapsed="true"]')) return;  // a collapsed sidebar shows nothing
     [e, ...e.querySelectorAll('*')].forEach(n => {
       if (n.clientWidth > 0 && n.scrollWidth > n.clientWidth + 1) out.clipped.push(e.innerText.trim().slice(0, 40));
     });
@@ -212,3 +215,65 @@ def full_screenshot(page, path: str | os.PathLike, width: int = 1600) -> None:
         page.set_viewport_size({"width": width, "height": min(height, 8000)})
         time.sleep(1.0)
     page.screenshot(path=str(path))
+
+
+# Whether text stands out from what is behind it (WCAG's contrast ratio, 4.5 for body text), measured in the
+# browser: the page's background, and for every headline number and label, caption and chart text its colour
+# (with its own alpha and every ancestor's opacity, blended over the background) against the first opaque
+# background behind it (a chart's paper is the background of its svg). Used for the dark theme (chromium asked for
+# a dark colour scheme).
+CONTRAST_JS = r"""
+() => {
+  const rgba = (s) => { const m = (s || '').match(/rgba?\(([^)]+)\)/); if (!m) return null;
+    const v = m[1].split(/[ ,\/]+/).filter(Boolean).map(Number); return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1]; };
+  const lum = (c) => { const f = (x) => { x /= 255; return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+  const ratio = (a, b) => { const [h, l] = [lum(a), lum(b)].sort((x, y) => y - x); return (h + 0.05) / (l + 0.05); };
+  const app = document.querySelector('[data-testid="stApp"]') || document.body;
+  const page = rgba(getComputedStyle(app).backgroundColor);
+  const behind = (e) => { for (let n = e; n && n.nodeType === 1; n = n.parentElement) {
+      const c = rgba(getComputedStyle(n).backgroundColor); if (c && c[3] > 0.5) return c; } return page; };
+  const opacity = (e) => { let o = 1; for (let n = e; n && n.nodeType === 1; n = n.parentElement) o *= Number(getComputedStyle(n).opacity);
+    return o; };
+  const out = {background: page.slice(0, 3), luminance: lum(page), checked: 0, poor: [], kinds: {}};
+  const check = (kind, e, colour) => {
+    const r = e.getBoundingClientRect(); if (r.width === 0 || !e.textContent.trim()) return;
+    const c = rgba(colour); if (!c) return;
+    const bg = behind(e.parentElement || e), a = c[3] * opacity(e);
+    const fg = [0, 1, 2].map(i => c[i] * a + bg[i] * (1 - a));
+    const q = ratio(fg, bg); out.checked += 1; out.kinds[kind] = (out.kinds[kind] || 0) + 1;
+    if (q < 4.5) out.poor.push([kind, e.textContent.trim().slice(0, 30), Math.round(q * 100) / 100]);
+  };
+  document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricLabel"] p').forEach(e => check('metric', e, getComputedStyle(e).color));
+  document.querySelectorAll('[data-testid="stCaptionContainer"] p').forEach(e => check('caption', e, getComputedStyle(e).color));
+  document.querySelectorAll('.js-plotly-plot .main-svg text').forEach(e => {
+    if (e.closest('.heatmaplayer')) return;  // a heatmap cell's count stands on the cell's colour, not the page
+    const s = getComputedStyle(e), c = rgba(s.fill); if (!c) return;
+    c[3] *= Number(s.fillOpacity || 1); check('chart', e, `rgba(${c.join(',')})`);
+  });
+  return out;
+}
+"""
+
+
+def contrast(page) -> dict:
+    """CONTRAST_JS's findings: {"background": [r, g, b], "luminance", "checked", "kinds": {kind: n},
+    "poor": [[kind, text, ratio], ...] (ratio under 4.5)}."""
+    return page.evaluate(CONTRAST_JS)
+
+
+def open_sidebar(page) -> None:
+    """Open the sidebar where it starts collapsed (narrow windows: cfl_ui.theme.SIDEBAR_JS)."""
+    bar = page.locator('[data-testid="stSidebar"]').first
+    if bar.get_attribute("data-collapsed") == "true":
+        page.locator('[data-testid="stExpandSidebarButton"]').first.click()
+        page.wait_for_function("() => document.querySelector('[data-testid=\"stSidebar\"]')"
+                               ".getAttribute('data-collapsed') === 'false'")
+
+
+def close_sidebar(page) -> None:
+    bar = page.locator('[data-testid="stSidebar"]').first
+    if bar.get_attribute("data-collapsed") != "true":
+        page.locator('[data-testid="stSidebarCollapseButton"] button').first.click(force=True)
+        page.wait_for_function("() => document.querySelector('[data-testid=\"stSidebar\"]')"
+                               ".getAttribute('data-collapsed') === 'true'")

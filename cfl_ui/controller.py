@@ -32,6 +32,11 @@ from .verdicts import Verdict, validate, verdict_note
 RESUME = "Resume"
 
 
+# what a copy of the run controls under the title says when Run is disabled (the message is in the sidebar, once)
+SIDEBAR_NOTE = (":material/warning: Run is disabled: the sidebar (its button at the top left) says why, next to "
+                "the setting.")
+
+
 @dataclass(frozen=True)
 class Buttons:
     """What the buttons show: the first one's label, and which of them are enabled."""
@@ -200,22 +205,35 @@ class JobController:
         """The form checked by the page's build (problems shown by their controls) and estimated."""
         return validate(panel, self.build, parallel=self.parallel)
 
-    def buttons(self, verdict: Verdict, where=None) -> None:
-        """Run/Resume, Pause, Step (when the page has it) and Stop, and the verdict's note under them."""
+    def buttons(self, verdict: Verdict, where=None, *, copy: str = "") -> None:
+        """Run/Resume, Pause, Step (when the page has it) and Stop, and the verdict's note under them.
+
+        copy: a second set of the same buttons (its own widget keys, e.g. "main": the main area's copy for
+        windows where the sidebar starts collapsed), drawn in one row."""
         where = where or st.sidebar
         b = self._buttons(self.job(), blocked=bool(verdict.blocked))
-        # labelled in words, two to a row ("Resume" fits a 300-px sidebar): Run (and Step), then Pause and Stop
-        top = where.columns(2) if self.with_step else [where]
-        top[0].button(b.label, key=f"{self.prefix}.run_btn", type="primary", icon=":material/play_arrow:",
+        k = f"{self.prefix}{'.' + copy if copy else ''}"
+        # labelled in words, two to a row ("Resume" fits a 300-px sidebar): Run (and Step), then Pause and Stop;
+        # a copy in the main area has the width for one row
+        if copy:
+            cols = where.columns(4 if self.with_step else 3)
+            top, low = cols[:2] if self.with_step else cols[:1], cols[-2:]
+        else:
+            top = where.columns(2) if self.with_step else [where]
+            low = where.columns(2)
+        top[0].button(b.label, key=f"{k}.run_btn", type="primary", icon=":material/play_arrow:",
                       on_click=self.run, width="stretch", disabled=not b.run, help=self.run_help)
         if self.with_step:
-            top[1].button("Step", key=f"{self.prefix}.step_btn", icon=":material/skip_next:", on_click=self.step,
+            top[1].button("Step", key=f"{k}.step_btn", icon=":material/skip_next:", on_click=self.step,
                           disabled=not b.step, help="Run one round, then pause.", width="stretch")
-        low = where.columns(2)
-        low[0].button("Pause", key=f"{self.prefix}.pause_btn", icon=":material/pause:", on_click=self.pause,
+        low[0].button("Pause", key=f"{k}.pause_btn", icon=":material/pause:", on_click=self.pause,
                       disabled=not b.pause, help="Pause after the round in progress.", width="stretch")
-        low[1].button("Stop", key=f"{self.prefix}.stop_btn", icon=":material/stop:", on_click=self.stop,
+        low[1].button("Stop", key=f"{k}.stop_btn", icon=":material/stop:", on_click=self.stop,
                       disabled=not b.stop, help=self.stop_help, width="stretch")
+        if copy:  # the notes stay in the sidebar, once (a setting's message is next to it there)
+            if verdict.blocked:
+                where.caption(SIDEBAR_NOTE)
+            return
         verdict_note(verdict, where)
         shown = self.snapshot() if self.ref else None
         if shown is not None and not shown.from_disk and S.why_not_owner(shown):

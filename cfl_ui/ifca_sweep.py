@@ -118,20 +118,29 @@ class IfcaSweep:
             self.job.join(10)
 
     # -- drawing ---------------------------------------------------------------------------------------
-    def buttons(self, where=None) -> None:
+    def buttons(self, where=None, *, copy: str = "") -> None:
+        """Run (or Resume) and Stop, and why Run is disabled; copy: a second set with its own keys ("main": the
+        main area's, for windows where the sidebar starts collapsed)."""
         where = where or st.sidebar
+        k = f"{self.prefix}{'.' + copy if copy else ''}"
         state = self.state()
         left = self.left()
         resumes = state in ("stopped", INTERRUPTED, "failed") and left
         label = f"Resume ({left} left)" if resumes else "Run"
         blocked = bool(self.verdict.blocked) or self.executor_error is not None
         cols = where.columns([2.6, 1])
-        cols[0].button(label, key=f"{self.prefix}.run_btn", type="primary", icon=":material/play_arrow:",
+        cols[0].button(label, key=f"{k}.run_btn", type="primary", icon=":material/play_arrow:",
                        on_click=self.run, width="stretch", disabled=blocked or state in ("running", "finished"),
                        help="Run the sweep in the background; runs already in its folder are not run again.")
-        cols[1].button("Stop", key=f"{self.prefix}.stop_btn", icon=":material/stop:", on_click=self.stop,
+        cols[1].button("Stop", key=f"{k}.stop_btn", icon=":material/stop:", on_click=self.stop,
                        width="stretch", disabled=not (self.job is not None and self.job.active),
                        help="Stop: the finished runs stay saved, and Resume runs the rest.")
+        if copy:  # the notes stay in the sidebar, once
+            if blocked:
+                from .controller import SIDEBAR_NOTE
+
+                where.caption(SIDEBAR_NOTE)
+            return
         if self.executor_error:
             where.error(self.executor_error, icon=":material/block:")
         elif self.verdict.blocked:
@@ -165,7 +174,8 @@ class IfcaSweep:
             if jobs.pool_warm():
                 return sweep_estimate(configs, executor="local", slots=slots)
             known = jobs.worker_start_cpu is not None
-            return sweep_estimate(configs, executor="local", slots=slots, start_known=known,
+            warming = cpu_count() if jobs.pool_warming() else 0  # in the load now, and counted as start-up
+            return sweep_estimate(configs, executor="local", slots=slots, start_known=known, warming=warming,
                                   start_cpu=jobs.worker_start_cpu if known else ASSUMED_WORKER_START_CPU)
         if self.executor == "ray":
             return sweep_estimate(configs, executor="ray", slots=_ray_slots(), start_wall=ASSUMED_RAY_START_S,

@@ -20,7 +20,8 @@ def ready(values: dict, vs: str | None, key: str, *, blocked: bool) -> None:
         f"**Ready.** {values.get('clusters')} × {values.get('clients_per_cluster')} clients on "
         f"**{values.get('dataset')}** — *{values.get('partition')}*: {PARTITION_HELP.get(values.get('partition'), '')}. "
         f"{who}" + (f" with {k_hat} models" if k_hat else "") + f", {values.get('rounds')} rounds. "
-        "Press **Run** at the top of the sidebar.", icon=":material/play_circle:")
+        "Press **Run** (at the top of the sidebar, or under the title in a narrow window).",
+        icon=":material/play_circle:")
     left, right = st.columns([3, 2], gap="large")
     with left:
         st.markdown("**The clients you are about to train**")

@@ -13,8 +13,16 @@ machine now, spread over the executor's parallel runs, plus what the executor co
   and the engine: CPU seconds measured when the server's workers last started, else an assumed figure said
   as such).
 - the machine: that CPU work spread over the executor's parallel runs, which share the cores with the other
-  work running now: `slots` processes beside a 1-minute load of L get about cores x slots / (slots + L)
-  cores (the kernel's fair share), at most `slots`.
+  work running now. The 1-minute load average alone over-counts that competition: it counts every runnable task
+  as a whole competitor, but the team's jobs run niced (a nice-10 task weighs 110 against a nice-0 worker's
+  1024 in the kernel's scheduler), tasks waiting on the disk count too, and the workers warming up for this
+  very sweep are in it (their start is counted already). At load 14-25 on 2 cores it said 0.16-0.25 cores for
+  2 workers, and the runs got 0.29-0.35 (estimates of 3 min against 129 s and 90 s, benchmarks/IFCA_PAGE.md;
+  215 s against 120 s at load 21-25 later). So the competition is measured: a thread of this process (with the
+  workers' niceness: they are its children) kept busy for a moment gets a share s of a core; N = cores/s - 1
+  equal competitors leave it that, and `slots` workers beside N get cores x slots / (slots + N) cores (the
+  kernel's fair share), at most `slots`.
+  N is at most the load average, less the warming workers.
 """
 from __future__ import annotations
 
@@ -112,6 +120,11 @@ def measure(config) -> RunCost:
     return cost
 
 
+SHARE_PROBE_S = 0.2  # how long the share probe keeps a thread busy
+SHARE_TTL_S = 10.0  # a measured share is reused for this long (the page reruns on every change of the form)
+_share: list = []  # [(time measured, share)]
+
+
 def load_now() -> float:
     try:
         return os.getloadavg()[0]
@@ -119,17 +132,50 @@ def load_now() -> float:
         return 0.0
 
 
+def share_now(seconds: float = SHARE_PROBE_S) -> float:
+    """The share of one core a busy thread of this process gets now: its CPU time over the wall time of `seconds`
+    of hashing (which runs outside the GIL, so the server's other threads do not hold it up). Cached briefly."""
+    import hashlib
+
+    with _lock:
+        if _share and time.monotonic() - _share[0][0] < SHARE_TTL_S:
+            return _share[0][1]
+    block = bytes(1 << 20)
+    wall0, cpu0 = time.perf_counter(), time.thread_time()
+    while time.perf_counter() - wall0 < seconds:
+        hashlib.sha256(block).digest()
+    share = (time.thread_time() - cpu0) / max(1e-9, time.perf_counter() - wall0)
+    share = min(1.0, max(0.01, share))
+    with _lock:
+        _share[:] = [(time.monotonic(), share)]
+    return share
+
+
+def competitors(cores: int, load: float, share: float | None, own: int = 0) -> float:
+    """How many equal (nice-0) busy tasks the executor's runs compete with: what a measured `share` of a core
+    implies (cores/share - 1), at most the load average; less `own` tasks of this sweep counted in either."""
+    n = max(0.0, load)
+    if share is not None and share > 0:
+        n = min(n, max(0.0, cores / min(1.0, share) - 1.0))
+    return max(0.0, n - own)
+
+
 def cores_for(slots: int, cores: int, load: float) -> float:
-    """The cores `slots` busy processes get beside a load of `load` on `cores` cores (fair share, at most slots)."""
+    """The cores `slots` busy processes get beside `load` equal competitors on `cores` cores (fair share, at most
+    slots)."""
     return max(0.05, min(float(slots), float(cores), cores * slots / (slots + max(0.0, load))))
 
 
 def sweep_estimate(configs: list, *, executor: str, slots: int, start_cpu: float = 0.0, start_wall: float = 0.0,
-                   start_known: bool = True, load: float | None = None) -> SweepEstimate:
-    """start_cpu: CPU seconds each of the slots needs to start (a cold local pool); start_wall: seconds to start
-    the executor that do not depend on this machine (Ray's)."""
-    """The estimate of running `configs` as a sweep on `slots` parallel runs of `executor` (see the module)."""
-    costs = {}
+                   start_known: bool = True, load: float | None = None, share: float | None = None,
+                   warming: int = 0, costs: dict | None = None) -> SweepEstimate:
+    """The estimate of running `configs` as a sweep on `slots` parallel runs of `executor` (see the module).
+
+    start_cpu: CPU seconds each of the slots needs to start (a cold local pool); start_wall: seconds to start the
+    executor that do not depend on this machine (Ray's); load, share: the load average and a thread's share of a
+    core (measured now when None); warming: this sweep's workers starting now (in the load, not competitors);
+    costs: {(algorithm, init): RunCost} instead of measuring them."""
+    costs = dict(costs or {})
     for c in configs:
         k = (c.algorithm, c.init)
         if k not in costs:
@@ -147,7 +193,10 @@ def sweep_estimate(configs: list, *, executor: str, slots: int, start_cpu: float
     cores = cpu_count()
     load = load_now() if load is None else load
     remote = executor == "ray" and slots > cores  # a cluster: its CPUs are not this machine's
-    parallel = float(slots) if remote else cores_for(slots, cores, load)
+    if not remote and share is None:
+        share = share_now()
+    rivals = competitors(cores, load, share, own=warming)
+    parallel = float(slots) if remote else cores_for(slots, cores, rivals)
     start = start_cpu * slots
     seconds = start_wall + (start + work) / parallel
     measured = all(c.measured for c in costs.values())
@@ -162,7 +211,8 @@ def sweep_estimate(configs: list, *, executor: str, slots: int, start_cpu: float
     elif executor == "local":
         basis += " (the workers are started already)"
     basis += (f", over {parallel:.1f} cores ({slots} {executor} slots" +
-              ("" if remote else f" sharing {cores} cores with a load of {load:.1f}") + ")")
+              ("" if remote else f" sharing {cores} cores with {rivals:.1f} busy tasks: a thread here got "
+                                 f"{100 * share:.0f}% of a core just now, load average {load:.1f}") + ")")
     if start_wall:
         basis += f", plus about {start_wall:.0f} s to start Ray (assumed)"
     return SweepEstimate(seconds, basis + ".")

@@ -115,6 +115,7 @@ class SweepJobs:
         self._pool_user: SweepJob | None = None
         self.pool_start_seconds: float | None = None  # measured: wall time of the kept pool's last start
         self.worker_start_cpu: float | None = None  # measured: CPU seconds one worker took to start
+        self._warming = False  # warm_pool's workers are starting
 
     def jobs(self) -> list[SweepJob]:
         with self._lock:
@@ -127,6 +128,10 @@ class SweepJobs:
     def pool_warm(self) -> bool:
         return self._pool is not None and self.pool_start_seconds is not None and self._pool._pool is not None
 
+    def pool_warming(self) -> bool:
+        """The kept pool's workers are starting now (warm_pool was called, they have not all answered yet)."""
+        return self._warming and self._pool is not None and self._pool._pool is not None
+
     def warm_pool(self) -> None:
         """Start the kept pool's workers in the background (they load torch and the engine), unless started."""
         with self._lock:
@@ -135,10 +140,12 @@ class SweepJobs:
             self._pool = LocalExecutor(cpu_count(), 1)
             pool = self._pool
         started = time.perf_counter()
+        self._warming = True
         futures = pool.warm()
 
         def measured(_):
             if all(f.done() for f in futures):
+                self._warming = False
                 self.pool_start_seconds = time.perf_counter() - started
                 try:
                     cpus = [f.result()["cpu_seconds"] for f in futures]

@@ -1,4 +1,5 @@
-"""A few style touches on top of .streamlit/config.toml (tighter top padding, calmer metrics, narrow windows).
+"""A few style touches on top of .streamlit/config.toml (the page below the header bar, calmer metrics, narrow
+windows: the sidebar starts collapsed there).
 
 Colours here are never fixed greys: muted text is the theme's own text colour at lower opacity, so it stays
 readable in the light and the dark theme alike (the app follows the browser's preference, config.toml)."""
@@ -8,7 +9,16 @@ import streamlit as st
 
 CSS = """
 <style>
-.block-container {padding-top: 2.2rem; padding-bottom: 2rem; max-width: 1600px;}
+.block-container {padding-top: 4rem; padding-bottom: 2rem; max-width: 1600px;}
+/* Streamlit's header bar (3.75rem, with the sidebar's expand button once it is collapsed) lies over the top of
+   the main area: the page starts below it, and a heading scrolled to (a link, scrollIntoView) stops below it */
+[data-testid="stMain"], [data-testid="stAppViewContainer"] {scroll-padding-top: 4rem;}
+/* the run controls (Playground, Compare, IFCA initialisation): in the sidebar, and under the title where the
+   sidebar starts collapsed (windows up to NARROW_PX wide, SIDEBAR_JS below) */
+.st-key-cfl-runbar-main {display: none;}
+@media (max-width: 1024px) {.st-key-cfl-runbar-main {display: flex;}
+  [data-testid="stSidebar"] .st-key-cfl-runbar-side {display: none;}}
+.st-key-cfl-sidebar-js {display: none;}
 [data-testid="stMetricValue"] {font-size: 1.55rem;}
 /* headline numbers never truncate: a value wraps rather than ending in "…", and a row of metrics wraps onto a
    second line when its columns get narrower than a number (800-px windows, zoomed browsers) */
@@ -53,8 +63,34 @@ PRESENT_KEY = "cfl.present"  # the switch (a widget: its state goes when a page 
 PRESENT_ON = "cfl.present_on"  # whether presenter mode is on, kept across pages
 
 
+NARROW_PX = 1024  # at most this wide (a 1024-px projector, an 800-px or zoomed browser) the sidebar starts collapsed
+# Streamlit's own "auto" collapses the sidebar only up to 768 px (its md breakpoint), so this collapses it on a
+# page's first load in a narrower window, and when a window is made narrower; the user can open it again.
+SIDEBAR_JS = """
+<script>
+(function () {
+  if (window.__cflSidebar) return;  // once per document: a rerun or a page change keeps the user's choice
+  window.__cflSidebar = true;
+  const narrow = () => window.innerWidth <= %d;
+  const collapse = (tries) => {
+    const bar = document.querySelector('[data-testid="stSidebar"]');
+    if (bar && bar.getAttribute('data-collapsed') === 'true') return;
+    const button = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
+    if (bar && button) { button.click(); return; }
+    if (tries > 0) setTimeout(() => collapse(tries - 1), 200);  // the sidebar is not drawn yet
+  };
+  if (narrow()) collapse(50);
+  let was = narrow();
+  window.addEventListener('resize', () => { const now = narrow(); if (now && !was) collapse(10); was = now; });
+})();
+</script>
+""" % NARROW_PX
+
+
 def apply_theme() -> None:
     st.markdown(CSS, unsafe_allow_html=True)
+    with st.container(key="cfl-sidebar-js"):  # hidden: only its script matters
+        st.html(SIDEBAR_JS, unsafe_allow_javascript=True)
 
 
 def presenter_toggle() -> bool:

@@ -56,7 +56,9 @@ U.add_notes(P, ctl.attach(extra))
 st.session_state.setdefault(ALGOS_KEY, list(DEFAULT_ALGOS))
 
 with st.sidebar:
-    run_box = st.container()  # the run controls first: visible without scrolling at any window height
+    # the run controls first: visible without scrolling at any window height (hidden where the sidebar starts
+    # collapsed: the copy under the title takes their place there, cfl_ui.theme)
+    run_box = st.container(key="cfl-runbar-side")
     preset_picker(panel)
     st.markdown("### Data")
     panel.data_controls(st.sidebar)
@@ -75,6 +77,7 @@ ctl.buttons(verdict, run_box)
 page_header("Compare",
             "Several algorithms on the <b>identical</b> clients, starting from <b>identical</b> initial models "
             "(same seed), trained round for round: only the algorithm differs.")
+ctl.buttons(verdict, st.container(key="cfl-runbar-main"), copy="main")  # narrow windows: sidebar collapsed
 U.show_url_notes(P)
 ctl.flash()
 

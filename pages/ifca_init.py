@@ -92,14 +92,15 @@ with st.sidebar:
 
 verdict = validate(panel, build, parallel=False)
 sweep = IfcaSweep(P, verdict, chosen_algos(), chosen_modes(), st.session_state.get(SEEDS_KEY))
-with st.sidebar:
-    st.markdown("### Run")
-    sweep.buttons()
+run_box = st.sidebar.container(key="cfl-runbar-side")  # hidden where the sidebar starts collapsed (cfl_ui.theme)
+run_box.markdown("### Run")
+sweep.buttons(run_box)
 
 page_header("IFCA initialisation",
             "IFCA gives each client the model with the lowest loss. Start every model from the <b>same</b> weights "
             "and all losses tie: every client picks model 0 and the clusters are never found. CLoVE clusters the "
             "loss <i>vectors</i> instead. Here both run over many seeds and the three init modes.")
+sweep.buttons(st.container(key="cfl-runbar-main"), copy="main")  # narrow windows: the sidebar is collapsed
 U.show_url_notes(P)
 sweep.flash()
 

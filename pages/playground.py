@@ -70,7 +70,9 @@ U.add_notes(P, ctl.attach(extra))
 st.session_state.setdefault(VS_KEY, NONE)
 
 with st.sidebar:
-    run_box = st.container()  # the run controls first: visible without scrolling at any window height
+    # the run controls first: visible without scrolling at any window height (hidden where the sidebar starts
+    # collapsed: the copy under the title takes their place there, cfl_ui.theme)
+    run_box = st.container(key="cfl-runbar-side")
     preset_picker(panel, on_apply=on_preset)
     st.markdown("### Data")
     panel.data_controls(st.sidebar)
@@ -95,6 +97,7 @@ ctl.buttons(verdict, run_box)
 page_header("Playground",
             "Clients with a hidden cluster structure train together; watch how the algorithm groups them, round by "
             "round. Pick a preset, press <b>Run</b> (or <b>Step</b>), and explore the charts while it trains.")
+ctl.buttons(verdict, st.container(key="cfl-runbar-main"), copy="main")  # narrow windows: sidebar collapsed
 U.show_url_notes(P)
 ctl.flash()
 
