@@ -28,6 +28,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 import torch
+import sklearn
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from . import __version__
@@ -78,7 +79,11 @@ DIVERGENCE_FACTOR = 1000.0
 
 
 def _metric(fn, truth: np.ndarray, labels: np.ndarray) -> float | None:
-    return float(fn(truth, labels)) if len(truth) >= 2 else None
+    if len(truth) < 2:
+        return None
+    # our own integer label arrays: scikit-learn's argument checks (most of the call's time) add nothing
+    with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
+        return float(fn(truth, labels))
 
 
 class Experiment:
@@ -313,10 +318,13 @@ class Experiment:
         n = self.federation.num_clients
         acc: list = [None] * n
         loss: list = [None] * n
+        # one tolist() per tensor: the same floats as float(t[i]), without a tensor index per client
+        client_losses = evaluation.loss.tolist()
+        client_accs = evaluation.accuracy.tolist() if evaluation.accuracy is not None else None
         for i, c in enumerate(placed.tolist()):
-            loss[c] = float(evaluation.loss[i])
-            if evaluation.accuracy is not None:
-                acc[c] = float(evaluation.accuracy[i])
+            loss[c] = client_losses[i]
+            if client_accs is not None:
+                acc[c] = client_accs[i]
         n_test = self.federation.n_test.cpu()[placed].float()
         accuracy = weighted = None
         if evaluation.accuracy is not None and len(placed):

@@ -305,3 +305,22 @@ def test_learning_check_compares_after_equal_rounds_and_a_saved_run_renders_agai
     peer_report.write_json(report, tmp_path / "r.json")
     again = peer_report.report_from_json(tmp_path / "r.json")
     assert again.rows == rows and again.options == peers.PeerOptions()
+
+
+def test_every_row_runs_pfl_before_flower_whatever_order_peers_names(monkeypatch):
+    # a run stopped at Flower's time limit must already hold the row's pfl part
+    calls = []
+
+    def fake_run_peer(opts, framework, variant, data, algorithm, clients, models, python, workdir, log):
+        calls.append((algorithm, clients, framework))
+        return peers.PeerRow(framework, variant, algorithm, clients, models, 1.0)
+
+    monkeypatch.setattr(peers, "check_peer_environment", lambda opts: Path(sys.executable))
+    monkeypatch.setattr(peers, "run_peer", fake_run_peer)
+    opts = peers.PeerOptions(peers=("flower", "pfl"), **TINY)
+    peers.run_peer_benchmark(opts, log=quiet)
+    for row in {(a, m) for a, m, _ in calls}:
+        order = [f for a, m, f in calls if (a, m) == row]
+        assert order.index("pfl") < order.index("flower"), (row, order)
+    assert {(a, m) for a, m, _ in calls} == {("fedavg", 8), ("clove", 8)}
+    assert peers.peers_in_order(("flower", "other", "pfl")) == ["pfl", "flower", "other"]

@@ -439,6 +439,18 @@ def _trivial(frame: str) -> bool:
     return frame.startswith(("<module>", "_run_module", "run_module", "_bootstrap", "<lambda>", "_call_with_frames"))
 
 
+# Peers run in this order within every row, whatever order --peers names them in: pfl first, as the
+# faster one, so that Flower's rows (minutes, often stopped at the time limit) never leave a row's pfl
+# part unmeasured when a run is cut short (the quiet-machine run of 2026-12-01 lost pfl's CLoVE part so).
+PEER_ORDER = ("pfl", "flower")
+
+
+def peers_in_order(peers) -> list[str]:
+    """`peers` in PEER_ORDER (any other name after them, as given)."""
+    known = [p for p in PEER_ORDER if p in peers]
+    return known + [p for p in peers if p not in PEER_ORDER]
+
+
 NARROW_ABOVE = 100  # above this many clients only the setup that was fastest at the largest smaller size runs
 
 
@@ -493,7 +505,7 @@ def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print,
     """Every row of the peer table. Raises PeerEnvironmentMissing before any work when the peers'
     interpreter is missing. `progress(report)` is called after every size (the report so far), so a
     run stopped part way keeps its finished rows. Order: FedAvg up to 1000 clients, the CLoVE row,
-    then the larger FedAvg sizes."""
+    then the larger FedAvg sizes; within each, CFL Lab, then the peers in PEER_ORDER (pfl before Flower)."""
     began = time.perf_counter()
     python = check_peer_environment(opts) if opts.peers else None
     threads_before = torch.get_num_threads()
@@ -516,7 +528,7 @@ def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print,
             cfl = cfl_rows(clients, opts, algorithm, log, workload_path=data)
             rows.extend(cfl)
             models = cfl[0].models
-            for framework in opts.peers:
+            for framework in peers_in_order(opts.peers):
                 skip = _predicted_too_slow(rows, framework, algorithm, clients, opts)
                 variants = [str(v) for v in (opts.flower_cpus if framework == "flower" else opts.pfl_setups)]
                 if skip:

@@ -25,7 +25,10 @@ AGGREGATIONS = ("model", "gradient")  # CLoVE's Option I (model averaging) and O
 
 def finite(values: torch.Tensor, what: str) -> torch.Tensor:
     """`values` unchanged, or Diverged when any is inf or NaN (training blew up: nothing after it is meaningful)."""
-    if values.numel() and not bool(torch.isfinite(values).all()):
+    # The sum is finite only when every value is (an inf or NaN carries into it): one pass instead of the
+    # four of isfinite().all(), which cost ~15% of a FedAvg round at M = 1000. A finite tensor whose sum
+    # overflows is told apart by the exact check.
+    if values.numel() and not math.isfinite(float(values.sum())) and not bool(torch.isfinite(values).all()):
         raise Diverged(f"{what} are not finite numbers (inf or NaN)")
     return values
 
@@ -240,8 +243,10 @@ class Engine:
                 contribution = full_gradients(self.spec, models[owners], self.fed, ids)
                 losses.append(torch.full((len(ids),), float("nan")))
             else:
+                # one model (FedAvg): every client starts from a view of it, no gathered [chunk, D] copy
+                start = models.expand(len(ids), -1) if models.shape[0] == 1 else models[owners]
                 contribution, loss = self.train_without_exchange(
-                    models[owners], ids, round_index, schedule=schedule.rows(lo, lo + len(ids)),
+                    start, ids, round_index, schedule=schedule.rows(lo, lo + len(ids)),
                     objective=objective.rows(lo, lo + len(ids)) if objective is not None else None)
                 losses.append(loss)
             aggregate.add_weighted(sums, totals, contribution, owners, w)
