@@ -123,6 +123,10 @@ class Experiment:
         self.records: list[RoundRecord] = []
         self.status: str | None = None
         self.checkpoint_bytes = 0  # size of the latest checkpoint written
+        # where the latest step's time went, in seconds (the benchmark reads it; never part of a record):
+        # round (the algorithm's training and averaging), evaluation, record (the rest of building it),
+        # and with a run folder rounds_jsonl (the line, flushed and fsynced) and checkpoint
+        self.phase_seconds: dict[str, float] = {}
         self.truth_theta = setup.partition.truth.get("theta") if hasattr(setup.partition, "truth") else None
         self.cluster_truth = getattr(setup.partition, "cluster_truth", True)
         self.folder = Path(out_dir) if out_dir is not None else None
@@ -274,13 +278,18 @@ class Experiment:
                 self.algorithm.place_newcomers(newcomers, r)
                 extras["newcomers"] = newcomers.tolist()
             participants = self._participants(r)
+            self.phase_seconds = {}
+            began = time.perf_counter()
             outcome = self.algorithm.run_round(r, participants)
+            self.phase_seconds["round"] = time.perf_counter() - began
             if outcome.train_loss is not None and bool(torch.isinf(outcome.train_loss).any()):
                 raise Diverged("the clients' training losses are not finite numbers (inf)")
             down, up = self.engine.traffic.totals
             if r == 0:
                 down, up = down + self._setup_traffic[0], up + self._setup_traffic[1]
+            began = time.perf_counter()
             record = self._record(r, participants, outcome, extras, down, up)
+            self.phase_seconds["record"] = time.perf_counter() - began - self.phase_seconds.get("evaluation", 0.0)
             self._check_scale(record)
         except Diverged as exc:
             raise Diverged(exc.what, f"in round {r}", self.config.lr) from None
@@ -288,8 +297,11 @@ class Experiment:
         self.records.append(record)
         self.round += 1
         if self.writer:
+            began = time.perf_counter()
             self.writer.append(record)
+            wrote = time.perf_counter()
             self._save_checkpoint()
+            self.phase_seconds.update(rounds_jsonl=wrote - began, checkpoint=time.perf_counter() - wrote)
         return record
 
     def _check_scale(self, record: RoundRecord) -> None:
@@ -313,7 +325,9 @@ class Experiment:
         finite(models, "the model parameters")
         joined = self.joins <= r
         placed = torch.nonzero((model_of >= 0) & joined).squeeze(1)
+        began = time.perf_counter()
         evaluation = self.algorithm.evaluate(placed)
+        self.phase_seconds["evaluation"] = time.perf_counter() - began
         finite(evaluation.loss, "the clients' test losses")
         n = self.federation.num_clients
         acc: list = [None] * n

@@ -157,6 +157,12 @@ def test_cfl_lab_rows_run_at_tiny_m(tmp_path):
     assert all(r.seconds > 0 and r.framework == "CFL Lab" and r.rounds == "1 of 2" for r in rows)
     assert rows[1].accuracy is not None and rows[1].accuracy == rows[2].accuracy  # the same run, twice
     assert (tmp_path / "w.npz").exists()
+    # where a step's time goes: the round and the evaluation as the row's parts, the rest as phases
+    step, folder = rows[1], rows[2]
+    assert 0 < step.train_seconds < step.seconds and 0 < step.eval_seconds < step.seconds
+    assert set(step.phases) == {"record_seconds"}
+    assert set(folder.phases) == {"record_seconds", "rounds_jsonl_seconds", "checkpoint_seconds"}
+    assert step.train_seconds + step.eval_seconds + step.phases["record_seconds"] <= step.seconds
     clove = peers.cfl_rows(8, opts, "clove", quiet)
     assert clove[0].models == 4 and clove[1].ari is not None
 

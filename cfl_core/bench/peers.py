@@ -183,34 +183,52 @@ def cfl_rows(clients: int, opts: PeerOptions, algorithm: str = "fedavg", log: Ca
         exp = exp or build_experiment(config, out_dir, first.setup_data)
         built = setup_s if exp is first else time.perf_counter() - t0
         probe = None
-        times, record = [], None
+        times, record, phases = [], None, []
         for r in range(opts.rounds):
             if r == opts.warmup:
                 probe = OtherLoad()
             t0 = time.perf_counter()
             record = exp.step()
             times.append(time.perf_counter() - t0)
+            phases.append(dict(exp.phase_seconds))
         other = probe.cpus() if probe else None
         exp.close()
+        split = step_phases(phases[opts.warmup:])
         row = PeerRow("CFL Lab", variant, algorithm, clients, models, _median(times[opts.warmup:]),
                       rounds=f"{steady} of {opts.rounds}", accuracy=record.accuracy, accuracy_after=opts.rounds,
                       ari=record.ari if algorithm == "clove" else None,
                       startup_seconds=built + sum(times[:opts.warmup]),
                       other_cpus=other, includes=includes, versions=versions,
-                      setup={"threads": torch.get_num_threads(), "device": "cpu"})
+                      setup={"threads": torch.get_num_threads(), "device": "cpu"},
+                      train_seconds=split.pop("round", None), eval_seconds=split.pop("evaluation", None),
+                      phases=split)
         log(f"  CFL Lab {variant:<28} {algorithm} M={clients:<6} {row.seconds:.4f} s/round  "
             f"acc {record.accuracy:.3f}  other load {other if other is None else round(other, 2)}")
         return row
 
     rows.append(stepped("Experiment.step()", None,
                         "Experiment.step(): the algorithm's round (training + averaging; CLoVE: loss matrix, "
-                        "KMeans, matching too), every client's test evaluation, ARI/NMI and the RoundRecord",
+                        "KMeans, matching too), every client's test evaluation, ARI/NMI and the RoundRecord "
+                        "(training part = the round, evaluation = the test evaluation, record = the rest)",
                         exp=first))
     with tempfile.TemporaryDirectory(prefix="cfl-peers-run-") as folder:
         rows.append(stepped("step() + run folder", Path(folder) / "run",
-                            "as Experiment.step(), and the round's line appended to rounds.jsonl with fsync"))
+                            "as Experiment.step(), and the round's line appended to rounds.jsonl with fsync, "
+                            "and the round's checkpoint"))
     rows.insert(0, engine_row(first, config, opts, algorithm, log, versions))
     return rows
+
+
+def step_phases(steps: list[dict]) -> dict:
+    """Medians over the steady rounds of `Experiment.phase_seconds`: round (training + averaging; its
+    median is the row's training part), evaluation, record and, with a run folder, rounds_jsonl and
+    checkpoint (the others keyed `<phase>_seconds`, as the table's notes show them)."""
+    out = {}
+    for name in ("round", "evaluation", "record", "rounds_jsonl", "checkpoint"):
+        values = [p[name] for p in steps if name in p]
+        if values:
+            out[name if name in ("round", "evaluation") else f"{name}_seconds"] = _median(values)
+    return out
 
 
 def engine_row(exp, config, opts: PeerOptions, algorithm: str, log: Callable, versions: dict) -> PeerRow:
