@@ -380,10 +380,12 @@ class Engine:
                 # few models: one big batch per model, no per-client parameter copies
                 out_loss = torch.zeros(len(ids), n_max, device=device)
                 out_correct = torch.zeros(len(ids), n_max, device=device)
-                for k in torch.unique(owners).tolist():
+                held = torch.unique(owners).tolist()
+                for k in held:
                     sel = (owners == k).nonzero().squeeze(1)
-                    xs = x[sel].reshape(1, -1, *fed.input_shape)
-                    ys = y[sel].reshape(1, -1)
+                    # one model for the whole chunk (FedAvg): the chunk as it is, no gathered copy of it
+                    xs = (x if len(held) == 1 else x[sel]).reshape(1, -1, *fed.input_shape)
+                    ys = (y if len(held) == 1 else y[sel]).reshape(1, -1)
                     out = self._outputs(models[k : k + 1], xs, prototypes, prototype_mask)
                     out_loss[sel] = self._loss(out, xs, ys, prototypes).view(len(sel), n_max)
                     c = per_sample_correct(self.spec.loss_kind, out, ys)
