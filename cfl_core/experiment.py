@@ -28,6 +28,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 import torch
+import sklearn
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from . import __version__
@@ -78,7 +79,11 @@ DIVERGENCE_FACTOR = 1000.0
 
 
 def _metric(fn, truth: np.ndarray, labels: np.ndarray) -> float | None:
-    return float(fn(truth, labels)) if len(truth) >= 2 else None
+    if len(truth) < 2:
+        return None
+    # our own integer label arrays: scikit-learn's argument checks (most of the call's time) add nothing
+    with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
+        return float(fn(truth, labels))
 
 
 class Experiment:
@@ -118,6 +123,10 @@ class Experiment:
         self.records: list[RoundRecord] = []
         self.status: str | None = None
         self.checkpoint_bytes = 0  # size of the latest checkpoint written
+        # where the latest step's time went, in seconds (the benchmark reads it; never part of a record):
+        # round (the algorithm's training and averaging), evaluation, record (the rest of building it),
+        # and with a run folder rounds_jsonl (the line, flushed and fsynced) and checkpoint
+        self.phase_seconds: dict[str, float] = {}
         self.truth_theta = setup.partition.truth.get("theta") if hasattr(setup.partition, "truth") else None
         self.cluster_truth = getattr(setup.partition, "cluster_truth", True)
         self.folder = Path(out_dir) if out_dir is not None else None
@@ -269,13 +278,18 @@ class Experiment:
                 self.algorithm.place_newcomers(newcomers, r)
                 extras["newcomers"] = newcomers.tolist()
             participants = self._participants(r)
+            self.phase_seconds = {}
+            began = time.perf_counter()
             outcome = self.algorithm.run_round(r, participants)
+            self.phase_seconds["round"] = time.perf_counter() - began
             if outcome.train_loss is not None and bool(torch.isinf(outcome.train_loss).any()):
                 raise Diverged("the clients' training losses are not finite numbers (inf)")
             down, up = self.engine.traffic.totals
             if r == 0:
                 down, up = down + self._setup_traffic[0], up + self._setup_traffic[1]
+            began = time.perf_counter()
             record = self._record(r, participants, outcome, extras, down, up)
+            self.phase_seconds["record"] = time.perf_counter() - began - self.phase_seconds.get("evaluation", 0.0)
             self._check_scale(record)
         except Diverged as exc:
             raise Diverged(exc.what, f"in round {r}", self.config.lr) from None
@@ -283,8 +297,11 @@ class Experiment:
         self.records.append(record)
         self.round += 1
         if self.writer:
+            began = time.perf_counter()
             self.writer.append(record)
+            wrote = time.perf_counter()
             self._save_checkpoint()
+            self.phase_seconds.update(rounds_jsonl=wrote - began, checkpoint=time.perf_counter() - wrote)
         return record
 
     def _check_scale(self, record: RoundRecord) -> None:
@@ -308,15 +325,20 @@ class Experiment:
         finite(models, "the model parameters")
         joined = self.joins <= r
         placed = torch.nonzero((model_of >= 0) & joined).squeeze(1)
+        began = time.perf_counter()
         evaluation = self.algorithm.evaluate(placed)
+        self.phase_seconds["evaluation"] = time.perf_counter() - began
         finite(evaluation.loss, "the clients' test losses")
         n = self.federation.num_clients
         acc: list = [None] * n
         loss: list = [None] * n
+        # one tolist() per tensor: the same floats as float(t[i]), without a tensor index per client
+        client_losses = evaluation.loss.tolist()
+        client_accs = evaluation.accuracy.tolist() if evaluation.accuracy is not None else None
         for i, c in enumerate(placed.tolist()):
-            loss[c] = float(evaluation.loss[i])
-            if evaluation.accuracy is not None:
-                acc[c] = float(evaluation.accuracy[i])
+            loss[c] = client_losses[i]
+            if client_accs is not None:
+                acc[c] = client_accs[i]
         n_test = self.federation.n_test.cpu()[placed].float()
         accuracy = weighted = None
         if evaluation.accuracy is not None and len(placed):

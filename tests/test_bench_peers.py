@@ -157,6 +157,12 @@ def test_cfl_lab_rows_run_at_tiny_m(tmp_path):
     assert all(r.seconds > 0 and r.framework == "CFL Lab" and r.rounds == "1 of 2" for r in rows)
     assert rows[1].accuracy is not None and rows[1].accuracy == rows[2].accuracy  # the same run, twice
     assert (tmp_path / "w.npz").exists()
+    # where a step's time goes: the round and the evaluation as the row's parts, the rest as phases
+    step, folder = rows[1], rows[2]
+    assert 0 < step.train_seconds < step.seconds and 0 < step.eval_seconds < step.seconds
+    assert set(step.phases) == {"record_seconds"}
+    assert set(folder.phases) == {"record_seconds", "rounds_jsonl_seconds", "checkpoint_seconds"}
+    assert step.train_seconds + step.eval_seconds + step.phases["record_seconds"] <= step.seconds
     clove = peers.cfl_rows(8, opts, "clove", quiet)
     assert clove[0].models == 4 and clove[1].ari is not None
 
@@ -305,3 +311,22 @@ def test_learning_check_compares_after_equal_rounds_and_a_saved_run_renders_agai
     peer_report.write_json(report, tmp_path / "r.json")
     again = peer_report.report_from_json(tmp_path / "r.json")
     assert again.rows == rows and again.options == peers.PeerOptions()
+
+
+def test_every_row_runs_pfl_before_flower_whatever_order_peers_names(monkeypatch):
+    # a run stopped at Flower's time limit must already hold the row's pfl part
+    calls = []
+
+    def fake_run_peer(opts, framework, variant, data, algorithm, clients, models, python, workdir, log):
+        calls.append((algorithm, clients, framework))
+        return peers.PeerRow(framework, variant, algorithm, clients, models, 1.0)
+
+    monkeypatch.setattr(peers, "check_peer_environment", lambda opts: Path(sys.executable))
+    monkeypatch.setattr(peers, "run_peer", fake_run_peer)
+    opts = peers.PeerOptions(peers=("flower", "pfl"), **TINY)
+    peers.run_peer_benchmark(opts, log=quiet)
+    for row in {(a, m) for a, m, _ in calls}:
+        order = [f for a, m, f in calls if (a, m) == row]
+        assert order.index("pfl") < order.index("flower"), (row, order)
+    assert {(a, m) for a, m, _ in calls} == {("fedavg", 8), ("clove", 8)}
+    assert peers.peers_in_order(("flower", "other", "pfl")) == ["pfl", "flower", "other"]

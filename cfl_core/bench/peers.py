@@ -183,34 +183,52 @@ def cfl_rows(clients: int, opts: PeerOptions, algorithm: str = "fedavg", log: Ca
         exp = exp or build_experiment(config, out_dir, first.setup_data)
         built = setup_s if exp is first else time.perf_counter() - t0
         probe = None
-        times, record = [], None
+        times, record, phases = [], None, []
         for r in range(opts.rounds):
             if r == opts.warmup:
                 probe = OtherLoad()
             t0 = time.perf_counter()
             record = exp.step()
             times.append(time.perf_counter() - t0)
+            phases.append(dict(exp.phase_seconds))
         other = probe.cpus() if probe else None
         exp.close()
+        split = step_phases(phases[opts.warmup:])
         row = PeerRow("CFL Lab", variant, algorithm, clients, models, _median(times[opts.warmup:]),
                       rounds=f"{steady} of {opts.rounds}", accuracy=record.accuracy, accuracy_after=opts.rounds,
                       ari=record.ari if algorithm == "clove" else None,
                       startup_seconds=built + sum(times[:opts.warmup]),
                       other_cpus=other, includes=includes, versions=versions,
-                      setup={"threads": torch.get_num_threads(), "device": "cpu"})
+                      setup={"threads": torch.get_num_threads(), "device": "cpu"},
+                      train_seconds=split.pop("round", None), eval_seconds=split.pop("evaluation", None),
+                      phases=split)
         log(f"  CFL Lab {variant:<28} {algorithm} M={clients:<6} {row.seconds:.4f} s/round  "
             f"acc {record.accuracy:.3f}  other load {other if other is None else round(other, 2)}")
         return row
 
     rows.append(stepped("Experiment.step()", None,
                         "Experiment.step(): the algorithm's round (training + averaging; CLoVE: loss matrix, "
-                        "KMeans, matching too), every client's test evaluation, ARI/NMI and the RoundRecord",
+                        "KMeans, matching too), every client's test evaluation, ARI/NMI and the RoundRecord "
+                        "(training part = the round, evaluation = the test evaluation, record = the rest)",
                         exp=first))
     with tempfile.TemporaryDirectory(prefix="cfl-peers-run-") as folder:
         rows.append(stepped("step() + run folder", Path(folder) / "run",
-                            "as Experiment.step(), and the round's line appended to rounds.jsonl with fsync"))
+                            "as Experiment.step(), and the round's line appended to rounds.jsonl with fsync, "
+                            "and the round's checkpoint"))
     rows.insert(0, engine_row(first, config, opts, algorithm, log, versions))
     return rows
+
+
+def step_phases(steps: list[dict]) -> dict:
+    """Medians over the steady rounds of `Experiment.phase_seconds`: round (training + averaging; its
+    median is the row's training part), evaluation, record and, with a run folder, rounds_jsonl and
+    checkpoint (the others keyed `<phase>_seconds`, as the table's notes show them)."""
+    out = {}
+    for name in ("round", "evaluation", "record", "rounds_jsonl", "checkpoint"):
+        values = [p[name] for p in steps if name in p]
+        if values:
+            out[name if name in ("round", "evaluation") else f"{name}_seconds"] = _median(values)
+    return out
 
 
 def engine_row(exp, config, opts: PeerOptions, algorithm: str, log: Callable, versions: dict) -> PeerRow:
@@ -439,6 +457,18 @@ def _trivial(frame: str) -> bool:
     return frame.startswith(("<module>", "_run_module", "run_module", "_bootstrap", "<lambda>", "_call_with_frames"))
 
 
+# Peers run in this order within every row, whatever order --peers names them in: pfl first, as the
+# faster one, so that Flower's rows (minutes, often stopped at the time limit) never leave a row's pfl
+# part unmeasured when a run is cut short (the quiet-machine run of 2026-12-01 lost pfl's CLoVE part so).
+PEER_ORDER = ("pfl", "flower")
+
+
+def peers_in_order(peers) -> list[str]:
+    """`peers` in PEER_ORDER (any other name after them, as given)."""
+    known = [p for p in PEER_ORDER if p in peers]
+    return known + [p for p in peers if p not in PEER_ORDER]
+
+
 NARROW_ABOVE = 100  # above this many clients only the setup that was fastest at the largest smaller size runs
 
 
@@ -493,7 +523,7 @@ def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print,
     """Every row of the peer table. Raises PeerEnvironmentMissing before any work when the peers'
     interpreter is missing. `progress(report)` is called after every size (the report so far), so a
     run stopped part way keeps its finished rows. Order: FedAvg up to 1000 clients, the CLoVE row,
-    then the larger FedAvg sizes."""
+    then the larger FedAvg sizes; within each, CFL Lab, then the peers in PEER_ORDER (pfl before Flower)."""
     began = time.perf_counter()
     python = check_peer_environment(opts) if opts.peers else None
     threads_before = torch.get_num_threads()
@@ -516,7 +546,7 @@ def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print,
             cfl = cfl_rows(clients, opts, algorithm, log, workload_path=data)
             rows.extend(cfl)
             models = cfl[0].models
-            for framework in opts.peers:
+            for framework in peers_in_order(opts.peers):
                 skip = _predicted_too_slow(rows, framework, algorithm, clients, opts)
                 variants = [str(v) for v in (opts.flower_cpus if framework == "flower" else opts.pfl_setups)]
                 if skip:

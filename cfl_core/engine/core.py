@@ -25,7 +25,10 @@ AGGREGATIONS = ("model", "gradient")  # CLoVE's Option I (model averaging) and O
 
 def finite(values: torch.Tensor, what: str) -> torch.Tensor:
     """`values` unchanged, or Diverged when any is inf or NaN (training blew up: nothing after it is meaningful)."""
-    if values.numel() and not bool(torch.isfinite(values).all()):
+    # The sum is finite only when every value is (an inf or NaN carries into it): one pass instead of the
+    # four of isfinite().all(), which cost ~15% of a FedAvg round at M = 1000. A finite tensor whose sum
+    # overflows is told apart by the exact check.
+    if values.numel() and not math.isfinite(float(values.sum())) and not bool(torch.isfinite(values).all()):
         raise Diverged(f"{what} are not finite numbers (inf or NaN)")
     return values
 
@@ -240,8 +243,10 @@ class Engine:
                 contribution = full_gradients(self.spec, models[owners], self.fed, ids)
                 losses.append(torch.full((len(ids),), float("nan")))
             else:
+                # one model (FedAvg): every client starts from a view of it, no gathered [chunk, D] copy
+                start = models.expand(len(ids), -1) if models.shape[0] == 1 else models[owners]
                 contribution, loss = self.train_without_exchange(
-                    models[owners], ids, round_index, schedule=schedule.rows(lo, lo + len(ids)),
+                    start, ids, round_index, schedule=schedule.rows(lo, lo + len(ids)),
                     objective=objective.rows(lo, lo + len(ids)) if objective is not None else None)
                 losses.append(loss)
             aggregate.add_weighted(sums, totals, contribution, owners, w)
@@ -375,10 +380,12 @@ class Engine:
                 # few models: one big batch per model, no per-client parameter copies
                 out_loss = torch.zeros(len(ids), n_max, device=device)
                 out_correct = torch.zeros(len(ids), n_max, device=device)
-                for k in torch.unique(owners).tolist():
+                held = torch.unique(owners).tolist()
+                for k in held:
                     sel = (owners == k).nonzero().squeeze(1)
-                    xs = x[sel].reshape(1, -1, *fed.input_shape)
-                    ys = y[sel].reshape(1, -1)
+                    # one model for the whole chunk (FedAvg): the chunk as it is, no gathered copy of it
+                    xs = (x if len(held) == 1 else x[sel]).reshape(1, -1, *fed.input_shape)
+                    ys = (y if len(held) == 1 else y[sel]).reshape(1, -1)
                     out = self._outputs(models[k : k + 1], xs, prototypes, prototype_mask)
                     out_loss[sel] = self._loss(out, xs, ys, prototypes).view(len(sel), n_max)
                     c = per_sample_correct(self.spec.loss_kind, out, ys)
