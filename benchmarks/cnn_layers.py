@@ -10,7 +10,9 @@ and prints FLOP/s and the share of the dense float32 matmul peak measured in the
 (python -m cfl_core bench's peak: 2048^3). Each figure is the median of --repeats calls after a
 warm-up; the loop's figure is per client, the batched one per chunk, both turned into GFLOP/s over
 the same count of multiply-adds (2 FLOPs each), so the two columns compare like with like.
-A benchmark script, never a test; report the machine's load (printed first and last) with it.
+Last, the engine's whole training call (--train-clients) against the loop (--loop-clients), per
+client-step, alternated. A benchmark script, never a test; report the machine's load (printed first
+and last) with it.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # the repository's cfl_core
 
 CL = torch.channels_last
 conv_bwd = torch.ops.aten.convolution_backward
