@@ -66,6 +66,7 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--train-clients", type=int, default=112,
                     help="clients for the engine-against-loop training timing at the end (0 skips)")
+    ap.add_argument("--profile", action="store_true", help="print torch.profiler's table of one engine call")
     ap.add_argument("--loop-clients", type=int, default=20, help="clients the loop trains in that timing")
     ap.add_argument("--clock", choices=("wall", "cpu"), default=None,
                     help="wall (default with 2+ threads) or the process's CPU time (default with 1 thread: "
@@ -173,12 +174,13 @@ def main(argv=None) -> None:
     wf = torch.randn(C, 256, 10)
     report("fc", "forward", "bmm [C,B,256]x[C,256,10]", timed(lambda: torch.bmm(f, wf), o.repeats), B * C)
     if o.train_clients:
-        engine_against_loop(o.train_clients, o.loop_clients)
+        engine_against_loop(o.train_clients, o.loop_clients, o.profile)
     print("load after:", os.getloadavg())
 
 
-def engine_against_loop(clients: int, loop_clients: int) -> None:
-    """The engine's whole training call against the loop, per client-step, alternated, 3 repetitions each."""
+def engine_against_loop(clients: int, loop_clients: int, profile: bool = False) -> None:
+    """The engine's whole training call against the loop, per client-step, alternated, 3 repetitions each;
+    `profile`: first, torch.profiler's table of one engine call (where its time goes, by operator)."""
     from cfl_core.bench.runner import BenchOptions
     from cfl_core.bench.workloads import image_federation
     from cfl_core.engine.core import Engine
@@ -202,6 +204,13 @@ def engine_against_loop(clients: int, loop_clients: int) -> None:
         train_sequential(spec, start[:loop_clients], fed, ids[:loop_clients], sched, cfg)
 
     batched(), loop()  # warm-up
+    if profile:
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as profiler
+
+        with profiler(activities=[ProfilerActivity.CPU]) as prof:
+            batched()
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
     tb, tl = [], []
     for _ in range(3):
         tb.append(timed(batched, 1) / clients / steps)
