@@ -49,9 +49,6 @@ def main() -> int:
                 page.screenshot(path=str(out / "failed.png"))
                 raise
             browser.close()
-    if not (args.teach or args.ifca or args.narrow):
-        for name in ("playground", "compare", "ifca_initialisation", "partitions", "runs"):
-            print(out / f"{name}.png")
     return 0
 
 
@@ -60,15 +57,7 @@ def shoot_teach(page, url: str, out: Path, runs_root: Path) -> None:
     from cfl_ui.lessons import LESSONS, missing
 
     page.set_viewport_size({"width": 1366, "height": 768})
-    t = time.time()
-    page.goto(url + "/")
-    page.get_by_role("button", name="Run", exact=True).wait_for(timeout=90000)
-    print(f"landing page interactive (cold server): {time.time() - t:.1f} s")
-    B.settle(page)
-    t = time.time()
-    page.goto(url + "/")
-    page.get_by_role("button", name="Run", exact=True).wait_for(timeout=90000)
-    print(f"landing page interactive (warm server): {time.time() - t:.1f} s")
+    interactive(page, url, "landing page")
     for lesson in LESSONS:
         if missing(lesson):
             print(f"lesson {lesson.id}: skipped ({', '.join(missing(lesson))} not installed)")
@@ -138,32 +127,54 @@ def umap_switch(page, when: str) -> None:
           + (f", spinner shown {spinner:.1f} s after the click" if spinner is not None else ", no spinner seen"))
 
 
-def shoot_ifca(page, url: str, out: Path, runs_root: Path) -> None:
-    page.set_viewport_size({"width": 1600, "height": 1000})
-    page.goto(url + "/")  # a fresh server's first view straight at /ifca-init shows "Page not found" over it
+def interactive(page, url: str, what: str) -> None:
+    """Time the landing page until its Run button shows: on the server's first view, and again."""
+    for when in ("cold server", "warm server"):
+        t = time.time()
+        page.goto(url + "/")
+        page.get_by_role("button", name="Run", exact=True).first.wait_for(timeout=90000)
+        print(f"{what} interactive ({when}): {time.time() - t:.1f} s")
+        B.settle(page)
+
+
+def open_at(page, url: str, plots: int = 0, width: int = 1600, height: int = 1000) -> None:
+    """Open a page in a window of this size and wait until it is drawn (and its first `plots` charts are)."""
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(url)
     B.wait_ready(page)
-    page.goto(url + "/ifca-init")
-    B.wait_ready(page)
-    t = time.time()
-    B.click_button(page, "Run")
-    B.wait_text(page, "60 of 60 runs done", 600)
+    if plots:
+        page.locator(".js-plotly-plot").nth(plots - 1).wait_for(timeout=60000)
     B.settle(page)
-    print(f"IFCA initialisation (60 runs x 10 rounds): finished {time.time() - t:.1f} s after Run")
-    B.full_screenshot(page, out / "ifca_initialisation.png")
-    print(out / "ifca_initialisation.png")
+
+
+def run_timed(page, button: str, done: str, what: str, timeout: float = 240) -> None:
+    """Press a run button, wait for `done` to show and the page to settle, and print how long it took."""
+    t = time.time()
+    B.click_button(page, button)
+    B.wait_text(page, done, timeout)
+    B.settle(page)
+    print(f"{what}: finished {time.time() - t:.1f} s after {button}")
+
+
+def shot(page, out: Path, name: str) -> None:
+    B.full_screenshot(page, out / f"{name}.png")
+    print(out / f"{name}.png")
+
+
+def ifca_sweep(page, url: str, out: Path) -> None:
+    """The IFCA initialisation explorer's default 60 runs, timed, and its screenshot."""
+    open_at(page, url + "/ifca-init")
+    run_timed(page, "Run", "60 of 60 runs done", "IFCA initialisation (60 runs x 10 rounds)", 600)
+    shot(page, out, "ifca_initialisation")
+
+
+def shoot_ifca(page, url: str, out: Path, runs_root: Path) -> None:
+    open_at(page, url + "/")  # a fresh server's first view straight at /ifca-init shows "Page not found" over it
+    ifca_sweep(page, url, out)
 
 
 def shoot(page, url: str, out: Path, runs_root: Path) -> None:
-    t = time.time()
-    page.goto(url + "/")
-    page.get_by_role("button", name="Run", exact=True).wait_for(timeout=90000)
-    print(f"playground interactive (cold server): {time.time() - t:.1f} s")
-    B.settle(page)
-    page.goto(url + "/")
-    t = time.time()
-    page.get_by_role("button", name="Run", exact=True).wait_for(timeout=90000)
-    print(f"playground interactive (warm server): {time.time() - t:.1f} s")
-    B.settle(page)
+    interactive(page, url, "playground")
 
     # the default preset: first plot and finish
     t = time.time()
@@ -177,47 +188,21 @@ def shoot(page, url: str, out: Path, runs_root: Path) -> None:
     # the signature preset, side by side
     B.choose(page, "Preset", SIGNATURE_PRESET)
     B.settle(page)
-    t = time.time()
-    B.click_button(page, "Run")
-    B.wait_text(page, "20 of 20 rounds each", 180)
-    B.settle(page)
-    print(f"signature preset (IFCA and CLoVE, 20 rounds each): finished {time.time() - t:.1f} s after Run")
-    B.full_screenshot(page, out / "playground.png")
+    run_timed(page, "Run", "20 of 20 rounds each", "signature preset (IFCA and CLoVE, 20 rounds each)", 180)
+    shot(page, out, "playground")
 
-    page.set_viewport_size({"width": 1600, "height": 1000})
-    page.goto(url + "/compare")
-    B.wait_ready(page)
-    t = time.time()
-    B.click_button(page, "Run all")
-    B.wait_text(page, "finished", 240)
-    B.settle(page)
-    print(f"compare (4 algorithms, 20 rounds): finished {time.time() - t:.1f} s after Run")
-    B.full_screenshot(page, out / "compare.png")
+    open_at(page, url + "/compare")
+    run_timed(page, "Run all", "finished", "compare (4 algorithms, 20 rounds)")
+    shot(page, out, "compare")
 
-    page.set_viewport_size({"width": 1600, "height": 1000})
-    page.goto(url + "/ifca-init")
-    B.wait_ready(page)
-    t = time.time()
-    B.click_button(page, "Run")
-    B.wait_text(page, "60 of 60 runs done", 600)
-    B.settle(page)
-    print(f"IFCA initialisation (60 runs x 10 rounds): finished {time.time() - t:.1f} s after Run")
-    B.full_screenshot(page, out / "ifca_initialisation.png")
+    ifca_sweep(page, url, out)
 
-    page.set_viewport_size({"width": 1600, "height": 1000})
-    page.goto(url + "/partitions")
-    B.wait_ready(page)
-    page.locator(".js-plotly-plot").nth(3).wait_for(timeout=60000)
-    B.settle(page)
-    B.full_screenshot(page, out / "partitions.png")
+    open_at(page, url + "/partitions", plots=4)
+    shot(page, out, "partitions")
 
     job = next(p.name for p in sorted(runs_root.iterdir()) if "IFCA-vs-CLoVE" in p.name)
-    page.set_viewport_size({"width": 1600, "height": 1000})
-    page.goto(url + f"/runs?run={job}/clove")
-    B.wait_ready(page)
-    page.locator(".js-plotly-plot").first.wait_for(timeout=60000)
-    B.settle(page)
-    B.full_screenshot(page, out / "runs.png")
+    open_at(page, url + f"/runs?run={job}/clove", plots=1)
+    shot(page, out, "runs")
 
 
 if __name__ == "__main__":

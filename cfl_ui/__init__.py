@@ -27,6 +27,7 @@ Streamlit-side modules:
     charts           the one way a chart is drawn: cached figures, the toolbar config, title and caption
     run_charts       the chart blocks of a run (headline, embedding, assignments, curves, extras, exports)
     live_view        a job's status bar and charts, refreshed while it trains
+    export_view      a running job's Export section: files of the rounds so far, made when asked for
     playground_view, compare_view, ifca_view, partition_charts, runs_view   what those pages show
     theme            the page's style and header
 """

@@ -147,8 +147,8 @@ def wait_text(page, text: str, timeout: float = 120.0) -> None:
 
 
 # What a reader of the page can read, measured in the browser (a teacher's 1366-, 1024- or 800-px window):
-#   clipped:  headline numbers and widget labels cut short (an element whose text is wider than its box; not
-#             in a collapsed sidebar)
+#   clipped:  headline numbers, their deltas and widget labels cut short (an element whose text is wider than its
+#             box; not in a collapsed sidebar)
 #   toolbar:  texts of a chart (legend, notes, titles) under plotly's toolbar
 #   outside:  scatter points (whole markers) outside their plot area
 #   overlaps: texts of one chart (captions, legend entries, axis titles, replay buttons) drawn over each other
@@ -157,7 +157,7 @@ READABLE_JS = r"""
   const boxes = (els) => Array.from(els).map(e => [e, e.getBoundingClientRect()]).filter(([e, b]) => b.width > 0 && b.height > 0);
   const meet = (a, b, slack = 1) => a.left < b.right - slack && b.left < a.right - slack && a.top < b.bottom - slack && b.top < a.bottom - slack;
   const out = {clipped: [], toolbar: [], outside: [], overlaps: [], plots: 0, points: 0};
-  document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricLabel"], [data-testid="stWidgetLabel"]').forEach(e => {
+  document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricLabel"], [data-testid="stMetricDelta"], [data-testid="stWidgetLabel"]').forEach(e => {
     if (e.closest('[data-testid="stSidebar"][data-collapsed="true"]')) return;  // a collapsed sidebar shows nothing
     [e, ...e.querySelectorAll('*')].forEach(n => {
       if (n.clientWidth > 0 && n.scrollWidth > n.clientWidth + 1) out.clipped.push(e.innerText.trim().slice(0, 40));
@@ -220,8 +220,8 @@ def full_screenshot(page, path: str | os.PathLike, width: int = 1600) -> None:
 # Whether text stands out from what is behind it (WCAG's contrast ratio, 4.5 for body text), measured in the
 # browser: the page's background, and for every headline number and label, caption and chart text its colour
 # (with its own alpha and every ancestor's opacity, blended over the background) against the first opaque
-# background behind it (a chart's paper is the background of its svg). Used for the dark theme (chromium asked for
-# a dark colour scheme).
+# background behind it (a chart's paper is the background of its svg; an annotation's box is blended over that).
+# Used for the dark theme (chromium asked for a dark colour scheme).
 CONTRAST_JS = r"""
 () => {
   const rgba = (s) => { const m = (s || '').match(/rgba?\(([^)]+)\)/); if (!m) return null;
@@ -236,10 +236,12 @@ CONTRAST_JS = r"""
   const opacity = (e) => { let o = 1; for (let n = e; n && n.nodeType === 1; n = n.parentElement) o *= Number(getComputedStyle(n).opacity);
     return o; };
   const out = {background: page.slice(0, 3), luminance: lum(page), checked: 0, poor: [], kinds: {}};
-  const check = (kind, e, colour) => {
+  const over = (top, under) => [0, 1, 2].map(i => top[i] * top[3] + under[i] * (1 - top[3]));
+  const check = (kind, e, colour, box) => {
     const r = e.getBoundingClientRect(); if (r.width === 0 || !e.textContent.trim()) return;
     const c = rgba(colour); if (!c) return;
-    const bg = behind(e.parentElement || e), a = c[3] * opacity(e);
+    let bg = behind(e.parentElement || e); if (box) bg = over(box, bg);
+    const a = c[3] * opacity(e);
     const fg = [0, 1, 2].map(i => c[i] * a + bg[i] * (1 - a));
     const q = ratio(fg, bg); out.checked += 1; out.kinds[kind] = (out.kinds[kind] || 0) + 1;
     if (q < 4.5) out.poor.push([kind, e.textContent.trim().slice(0, 30), Math.round(q * 100) / 100]);
@@ -249,7 +251,12 @@ CONTRAST_JS = r"""
   document.querySelectorAll('.js-plotly-plot .main-svg text').forEach(e => {
     if (e.closest('.heatmaplayer')) return;  // a heatmap cell's count stands on the cell's colour, not the page
     const s = getComputedStyle(e), c = rgba(s.fill); if (!c) return;
-    c[3] *= Number(s.fillOpacity || 1); check('chart', e, `rgba(${c.join(',')})`);
+    c[3] *= Number(s.fillOpacity || 1);
+    // an annotation with a box (a lesson's note) stands on the box's fill, an svg rect, not on a CSS background
+    const rect = e.closest('.annotation') && e.closest('.annotation').querySelector('rect.bg');
+    let box = null;
+    if (rect) { const rs = getComputedStyle(rect); box = rgba(rs.fill); if (box) box[3] *= Number(rs.fillOpacity || 1); }
+    check('chart', e, `rgba(${c.join(',')})`, box && box[3] > 0 ? box : null);
   });
   return out;
 }

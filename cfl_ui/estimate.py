@@ -63,6 +63,8 @@ def _bytes(n: float) -> str:
 def _duration(s: float) -> str:
     if s < 90:
         return f"{s:.0f} s"
+    if s < 300:  # to 5 s: whole minutes said 94 s as "2 min" (+28%)
+        return f"{5 * round(s / 5):.0f} s"
     if s < 5400:
         return f"{s / 60:.0f} min"
     return f"{s / 3600:.1f} h"

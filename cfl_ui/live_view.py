@@ -261,15 +261,23 @@ def live_fragment(ref: str, render, *, initial_status: str) -> None:
 
 
 def live_view(ref: str, unit_name: str | None, key: str, *, initial_status: str, exports: bool = True) -> None:
-    """The Playground's status and charts of a job (one unit, or all of them side by side), kept live."""
-    def render(snap):
+    """The Playground's status and charts of a job (one unit, or all of them side by side), kept live; a polled
+    job's Export section under the fragment (cfl_ui.export_view)."""
+    from .export_view import running_exports
+
+    polled = initial_status in POLLING
+
+    def units_of(snap):
         units = [snap.unit(unit_name)] if unit_name else list(snap.units)
-        units = [u for u in units if u is not None]
+        return [u for u in units if u is not None]
+
+    def render(snap):
+        units = units_of(snap)
         status_bar(snap, units)
         frames = [frame(u) if u.status == RUNNING else (u, False) for u in units]
         drawn = [u for u, _ in frames]
         started = time.perf_counter()
-        render_units(snap, drawn, key, live=snap.live, exports=exports)
+        render_units(snap, drawn, key, live=snap.live, exports=exports and not polled)
         new = [u for u, fresh in frames if fresh]
         for u in new:  # this session built the new frame's figures: how long they took sets the next frame
             built(u, (time.perf_counter() - started) / len(new))
@@ -279,3 +287,5 @@ def live_view(ref: str, unit_name: str | None, key: str, *, initial_status: str,
                        "line counts every round).")
 
     live_fragment(ref, render, initial_status=initial_status)
+    if exports and polled:
+        running_exports(ref, units_of, key)

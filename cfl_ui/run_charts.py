@@ -262,15 +262,17 @@ def rounds_jsonl(records) -> str:
     return "\n".join(r.to_json() for r in records) + ("\n" if records else "")
 
 
-def exports_block(units, key: str, snap=None) -> None:
+def exports_block(units, key: str, snap=None, deferred: bool | None = None) -> None:
     """Download buttons for the runs' records and configs.
 
     While a job runs, the files are made when a button is pressed (Streamlit's deferred download: `data` a
     function), not at every poll: serializing every record cost about 1 ms a round, so a 1000-round run's
-    exports took a second of the server's time per watching session per poll (benchmarks/SERVER_LOAD.md)."""
+    exports took a second of the server's time per watching session per poll (benchmarks/SERVER_LOAD.md).
+    deferred=False: the files made now (a polled job's Export, cfl_ui.export_view: a deferred file is pruned by
+    the next fragment run before chromium fetches it)."""
     cols = st.columns(4)
-    dl = dict(icon=":material/download:", width="stretch")
-    live = snap is not None and snap.live
+    dl = dict(icon=":material/download:", width="stretch", on_click="ignore")  # a press reruns nothing
+    live = (snap is not None and snap.live) if deferred is None else deferred
     made = (lambda build, *args: (lambda: build(*args))) if live else (lambda build, *args: build(*args))
     if len(units) == 1:
         u = units[0]

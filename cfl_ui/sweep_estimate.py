@@ -22,7 +22,7 @@ machine now, spread over the executor's parallel runs, plus what the executor co
   workers' niceness: they are its children) kept busy for a moment gets a share s of a core; N = cores/s - 1
   equal competitors leave it that, and `slots` workers beside N get cores x slots / (slots + N) cores (the
   kernel's fair share), at most `slots`.
-  N is at most the load average, less the warming workers.
+  N (less this sweep's warming workers, which the probe met) is at most the load average.
 """
 from __future__ import annotations
 
@@ -153,11 +153,13 @@ def share_now(seconds: float = SHARE_PROBE_S) -> float:
 
 def competitors(cores: int, load: float, share: float | None, own: int = 0) -> float:
     """How many equal (nice-0) busy tasks the executor's runs compete with: what a measured `share` of a core
-    implies (cores/share - 1), at most the load average; less `own` tasks of this sweep counted in either."""
-    n = max(0.0, load)
-    if share is not None and share > 0:
-        n = min(n, max(0.0, cores / min(1.0, share) - 1.0))
-    return max(0.0, n - own)
+    implies (cores/share - 1) less this sweep's `own` workers warming up now (the probe competed with them), at
+    most the load average. The load average is not reduced by them: it averages the last minute, so workers
+    started seconds ago are hardly in it yet (taking them off it too put a cold sweep at 68 s against 94 s
+    measured, benchmarks/IFCA_PAGE.md). Without a share: the load average less `own`."""
+    if share is None or share <= 0:
+        return max(0.0, load - own)
+    return max(0.0, min(max(0.0, load), cores / min(1.0, share) - 1.0 - own))
 
 
 def cores_for(slots: int, cores: int, load: float) -> float:

@@ -24,6 +24,10 @@ CSS = """
    second line when its columns get narrower than a number (800-px windows, zoomed browsers) */
 [data-testid="stMetricValue"] > div, [data-testid="stMetricLabel"] p {white-space: normal; overflow: visible;
   text-overflow: clip; overflow-wrap: anywhere;}
+/* and so does a delta ("+0.3 pt vs round 3"): it wraps under its number, at a word where it can */
+[data-testid="stMetricDelta"], [data-testid="stMetricDelta"] > div, [data-testid="stMetricDelta"] p
+  {white-space: normal; overflow: visible; text-overflow: clip; overflow-wrap: break-word; max-width: 100%;
+  height: auto;}
 [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"]) {flex-wrap: wrap;
   row-gap: 0.4rem;}
 [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"]) > [data-testid="stColumn"]

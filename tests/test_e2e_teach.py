@@ -6,6 +6,7 @@ its drill-down, every lesson plays to its end, and Compare's per-round CSV holds
 for conditions, never fixed sleeps."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import re
@@ -21,6 +22,14 @@ SMALL = "clusters=2&clients_per_cluster=3&samples_per_client=40&rounds=4"
 # side by side with 4 models: PCA embeddings with their replay, heatmaps, wrapped legends
 SIDE_BY_SIDE = ("clusters=4&clients_per_cluster=2&samples_per_client=30&rounds=3&local_epochs=1&models=4"
                 "&algorithm=ifca&init=same&vs=clove")
+
+
+# every headline metric's number and delta: [testid, text, whether an element of it is wider than its box]
+METRIC_PARTS_JS = """
+() => Array.from(document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMetricDelta"]')).map(e =>
+  [e.getAttribute('data-testid'), e.innerText.trim(),
+   [e, ...e.querySelectorAll('*')].some(n => n.clientWidth > 0 && n.scrollWidth > n.clientWidth + 1)])
+"""
 
 
 @pytest.fixture(scope="module")
@@ -78,46 +87,54 @@ def resize(page, size) -> None:
                            " < 3)", timeout=30000)
 
 
-def readable(page, size, at_least: int) -> None:
+def readable(page, size, at_least: int, points: int = 0) -> None:
     found = B.readability(page)
     assert found["plots"] >= at_least, (size, found["plots"])
+    assert found["points"] >= points, (size, found["points"])  # that many scatter markers were checked
     problems = {k: found[k] for k in ("clipped", "toolbar", "outside", "overlaps") if found[k]}
     assert not problems, (size, problems)
+
+
+def read_at(page, charts: int, sizes=SIZES, points: int = 0) -> None:
+    """At each size in turn: the window resized, the page read (READABLE_JS), no exception shown."""
+    for size in sizes:
+        resize(page, size)
+        readable(page, size, charts, points)
+        no_exception(page)
+
+
+@contextlib.contextmanager
+def ran(browser, url: str, button: str, done: str):
+    """A page opened at 1366x768 at `url`, its run button pressed and the job finished (`done` in the status
+    line); closed after."""
+    page = open_page(browser, url, SIZES[0])
+    try:
+        B.click_button(page, button)
+        finished(page, done)
+        yield page
+    finally:
+        page.close()
 
 
 @pytest.mark.slow
 def test_pages_read_well_at_every_size(site):
     url, browser = site
-    page = open_page(browser, f"{url}/?{SIDE_BY_SIDE}", SIZES[0])
-    try:
-        B.click_button(page, "Run")
-        finished(page, "3 of 3 rounds each")
+    with ran(browser, f"{url}/?{SIDE_BY_SIDE}", "Run", "3 of 3 rounds each") as page:
         page.locator(".js-plotly-plot").nth(7).wait_for(timeout=60000)
-        for size in SIZES:
-            resize(page, size)
-            readable(page, size, 8)  # 2 embeddings, 2 heatmaps, 2 areas, accuracy, ARI
-            assert B.readability(page)["points"] >= 16  # both embeddings' clients were checked
-            no_exception(page)
+        # 2 embeddings, 2 heatmaps, 2 areas, accuracy, ARI; both embeddings' clients checked
+        read_at(page, 8, points=16)
         resize(page, SIZES[0])
         page.get_by_text("UMAP", exact=True).first.click()  # a spinner while it lays the rounds out
         page.get_by_text("UMAP per round").first.wait_for(timeout=240000)
         page.get_by_text("UMAP can draw structure that is not there").first.wait_for()  # its caption warns
-        for size in SIZES:
-            resize(page, size)
-            readable(page, size, 8)
-        no_exception(page)
-    finally:
-        page.close()
+        read_at(page, 8)
     for path, charts in (("/partitions?partition=concept-shift", 4), ("/lessons?lesson=one-model&step=1", 1)):
         page = open_page(browser, url + path, SIZES[-1])
         try:
             if "lessons" in path:
                 page.get_by_text("step 1 paused at round").first.wait_for(timeout=180000)
             page.locator(".js-plotly-plot").nth(charts - 1).wait_for(timeout=120000)
-            for size in reversed(SIZES):
-                resize(page, size)
-                readable(page, size, charts)
-            no_exception(page)
+            read_at(page, charts, sizes=list(reversed(SIZES)))
         finally:
             page.close()
 
@@ -141,12 +158,15 @@ def test_run_controls_headline_numbers_and_drilldown_at_every_size(site):
             else:
                 finished(page, "4 of 4 rounds")
             page.locator('[data-testid="stMetricValue"]').first.wait_for()
-            for metric in page.locator('[data-testid="stMetric"]').all():
-                value = metric.locator('[data-testid="stMetricValue"]')
-                text = value.inner_text().strip()
-                clipped = value.evaluate("e => [e, ...e.querySelectorAll('*')].some("
-                                         "n => n.scrollWidth > n.clientWidth + 1)")
-                assert text and "…" not in text and not clipped, (size, text)
+            B.settle(page)
+            # the numbers and their deltas ("+0.3 pt vs round 2"), read at one moment: whole, neither ending in
+            # "…" nor cut off
+            parts = page.evaluate(METRIC_PARTS_JS)
+            assert parts, size
+            for part, text, clipped in parts:
+                assert text and "…" not in text and not clipped, (size, part, text)
+            deltas = sum(part == "stMetricDelta" for part, _, _ in parts)
+            assert deltas >= 1, size  # the accuracy's change since the round before was read too
             no_exception(page)
             if size == SIZES[0]:
                 # a click on a client's point in the embedding opens its drill-down
@@ -185,10 +205,7 @@ def test_every_lesson_plays_to_its_end(site, lesson):
 def test_compare_csv_holds_every_algorithms_rows(site, tmp_path):
     url, browser = site
     algos = ["clove", "ifca", "fedavg"]
-    page = open_page(browser, f"{url}/compare?algos={','.join(algos)}&{SMALL}", SIZES[0])
-    try:
-        B.click_button(page, "Run all")
-        finished(page, "4 of 4 rounds each")
+    with ran(browser, f"{url}/compare?algos={','.join(algos)}&{SMALL}", "Run all", "4 of 4 rounds each") as page:
         button = page.get_by_role("button", name="Per-round metrics (CSV)").first
         button.wait_for(timeout=60000)
         with page.expect_download() as info:
@@ -198,8 +215,6 @@ def test_compare_csv_holds_every_algorithms_rows(site, tmp_path):
         assert {a: sum(1 for r in rows if r["algorithm"] == a) for a in algos} == {a: 4 for a in algos}
         assert "\r" not in text.splitlines()[0]
         no_exception(page)
-    finally:
-        page.close()
 
 
 def dismiss_page_not_found(page) -> None:
@@ -214,43 +229,25 @@ def dismiss_page_not_found(page) -> None:
 @pytest.mark.slow
 def test_compare_ifca_runs_and_sweeps_read_well_at_every_size(site):
     url, browser = site
-    page = open_page(browser, f"{url}/?{SIDE_BY_SIDE}", SIZES[0])  # a run for the Runs page to reopen
-    try:
-        B.click_button(page, "Run")
-        finished(page, "3 of 3 rounds each")
+    with ran(browser, f"{url}/?{SIDE_BY_SIDE}", "Run", "3 of 3 rounds each") as page:  # for the Runs page
         page.wait_for_function("() => location.search.includes('run=')")
         run = page.evaluate("new URLSearchParams(location.search).get('run')")
-    finally:
-        page.close()
-    page = open_page(browser, f"{url}/compare?algos=clove,ifca,fedavg&{SMALL}", SIZES[0])
-    try:
-        B.click_button(page, "Run all")
-        finished(page, "4 of 4 rounds each")
+    with ran(browser, f"{url}/compare?algos=clove,ifca,fedavg&{SMALL}", "Run all", "4 of 4 rounds each") as page:
         page.locator(".js-plotly-plot").nth(3).wait_for(timeout=60000)
-        for size in SIZES:
-            resize(page, size)
-            readable(page, size, 4)
-            no_exception(page)
-    finally:
-        page.close()
+        read_at(page, 4)
     page = open_page(browser, url + "/", SIZES[0])  # IFCA initialisation: reached from the landing page
     try:
         page.goto(f"{url}/ifca-init?seeds=1&rounds=3")
         B.wait_ready(page)
         dismiss_page_not_found(page)
         page.get_by_text("IFCA initialisation").first.wait_for()
-        for size in SIZES:  # before Run: the form and its estimate
-            resize(page, size)
-            readable(page, size, 0)
+        read_at(page, 0)  # before Run: the form and its estimate
         resize(page, SIZES[0])
         B.open_sidebar(page)
         B.click_button(page, "Run")
         B.wait_text(page, "6 of 6 runs done", 300)
         B.settle(page)
-        for size in SIZES:
-            resize(page, size)
-            readable(page, size, 0)
-            no_exception(page)
+        read_at(page, 0)
     finally:
         page.close()
     # Runs: the Playground run above reopened; Sweeps: the IFCA page's sweep (the first listed) and its heatmap
@@ -260,9 +257,6 @@ def test_compare_ifca_runs_and_sweeps_read_well_at_every_size(site):
             page.get_by_text(text).first.wait_for(timeout=60000)
             page.locator(".js-plotly-plot").nth(charts - 1).wait_for(timeout=60000)
             B.settle(page)
-            for size in SIZES:
-                resize(page, size)
-                readable(page, size, charts)
-                no_exception(page)
+            read_at(page, charts)
         finally:
             page.close()

@@ -1,0 +1,48 @@
+"""A running job's Export section: files of the rounds so far, made when asked for, that chromium can download.
+
+Why not the finished job's buttons: a running job's page redraws its charts in a fragment about once a second.
+A download button inside it was replaced at every redraw, and a download pressed just before one was lost
+("Download.path: canceled"). Drawn outside the fragment, a deferred download (`data` a function, Streamlit 1.67)
+still fails: a press reran the page by default, which replaced the function before the browser asked for it (no
+download at all); with on_click="ignore" the function runs, but the file it makes is left unreferenced and the
+next fragment run's clean-up deletes it, a second or two later, before chromium has fetched it ("canceled"
+again). Files made in the page's own run, outside the fragment, stay referenced until the next full run.
+
+So the section has a button that makes the files of the rounds done so far (a full run of the page; nothing is
+serialized at a poll, benchmarks/SERVER_LOAD.md) and ordinary download buttons for them, made again at each later
+full run until the job ends."""
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from . import run_charts as R
+
+ASKED = "cfl.export_asked"  # {job id: when its files were asked for}
+
+
+def _ask(ref: str) -> None:
+    st.session_state.setdefault(ASKED, {})[ref] = time.time()
+
+
+def running_exports(ref: str, units_of, key: str) -> None:
+    """The Export expander of job `ref` while it is polled; units_of(snapshot) -> the units the page shows."""
+    from .session import snapshot
+
+    snap = snapshot(ref)
+    units = units_of(snap) if snap is not None else []
+    if not units:
+        return
+    asked = st.session_state.get(ASKED, {}).get(ref)
+    with st.expander("Export", expanded=asked is not None):
+        rounds = max(len(u.records) for u in units)
+        st.button("Make the files of the rounds so far" if asked is None else "Make them again (rounds since)",
+                  key=f"{key}.export_now", icon=":material/refresh:", on_click=_ask, args=(ref,),
+                  help="The job is still training: its files are made when you ask, from the rounds done by then.")
+        if asked is None:
+            st.caption("The job is still training: the files hold the rounds done when you press the button.")
+            return
+        R.exports_block(units, key, snap, deferred=False)
+        st.caption(f"Rounds 0–{rounds - 1}, as of {time.strftime('%H:%M:%S')}; once the job ends, its whole files."
+                   if rounds else "No round is done yet.")
