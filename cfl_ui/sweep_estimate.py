@@ -56,11 +56,18 @@ class RunCost:
 class SweepEstimate:
     seconds: float
     basis: str  # how it was computed, in a sentence or two
+    idle_seconds: float | None = None  # the same sweep with nothing else running here
 
     def describe(self) -> str:
+        """The estimate at the load measured now; beside it the idle machine's figure when the two differ, since
+        the others' load can swing several-fold while a sweep runs (its status line then updates the time left)."""
         from .estimate import _duration
 
-        return f"about {_duration(self.seconds)}"
+        text = f"about {_duration(self.seconds)}"
+        if self.idle_seconds is not None and self.seconds > 1.25 * self.idle_seconds:
+            text += (f" at this machine's load just now ({_duration(self.idle_seconds)} if nothing else ran; "
+                     "the time left is updated while it runs)")
+        return text
 
 
 def _key(config) -> str:
@@ -201,6 +208,7 @@ def sweep_estimate(configs: list, *, executor: str, slots: int, start_cpu: float
     parallel = float(slots) if remote else cores_for(slots, cores, rivals)
     start = start_cpu * slots
     seconds = start_wall + (start + work) / parallel
+    idle = start_wall + (start + work) / (float(slots) if remote else cores_for(slots, cores, 0.0))
     measured = all(c.measured for c in costs.values())
     per_round = ", ".join(f"{a} · {m} {1000 * c.round_s:.0f} ms/round + {1000 * c.build_s:.0f} ms to build"
                           for (a, m), c in costs.items())
@@ -217,4 +225,4 @@ def sweep_estimate(configs: list, *, executor: str, slots: int, start_cpu: float
                                  f"{100 * share:.0f}% of a core just now, load average {load:.1f}") + ")")
     if start_wall:
         basis += f", plus about {start_wall:.0f} s to start Ray (assumed)"
-    return SweepEstimate(seconds, basis + ".")
+    return SweepEstimate(seconds, basis + ".", idle_seconds=idle)

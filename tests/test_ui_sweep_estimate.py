@@ -102,3 +102,17 @@ def test_the_share_probe_reads_a_fraction_of_a_core(monkeypatch):
     share = E.share_now(seconds=0.02)
     assert 0.01 <= share <= 1.0
     assert E.share_now() == share  # reused within SHARE_TTL_S: the page reruns on every change
+
+
+def test_a_loaded_estimate_says_what_an_idle_machine_would_take():
+    # the probe's share swings with the others' load (IFCA_PAGE.md 19:15: 260 s shown, 77 s measured), so a
+    # loaded estimate names the idle figure beside it; an idle one says a single figure
+    idle = estimate(load=0.0, share=1.0)
+    loaded = estimate(load=6.0, share=0.25)
+    assert idle.idle_seconds == pytest.approx(idle.seconds)
+    assert loaded.idle_seconds == pytest.approx(idle.seconds)
+    assert loaded.seconds > 2 * idle.seconds
+    assert idle.describe() == f"about {E.SweepEstimate(idle.seconds, '').describe()[6:]}"
+    text = loaded.describe()
+    assert "at this machine's load just now" in text and "if nothing else ran" in text
+    assert E.SweepEstimate(idle.seconds, "").describe()[6:] + " if nothing else ran" in text
