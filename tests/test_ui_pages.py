@@ -10,18 +10,10 @@ from streamlit.testing.v1 import AppTest
 
 from cfl_core.config import ExperimentConfig
 from cfl_core.experiment import Experiment
-from tests.helpers import shown
+from tests.helpers import runs, shown  # noqa: F401  (runs: the runs-folder fixture)
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SMALL = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 30, "rounds": 3, "local_epochs": 1}
-
-
-@pytest.fixture
-def runs(tmp_path, monkeypatch):
-    root = tmp_path / "runs"
-    monkeypatch.setenv("CFL_RUNS_DIR", str(root))
-    monkeypatch.setenv("CFL_UI_WARMUP", "0")
-    return root
 
 
 def manager():
