@@ -76,7 +76,8 @@ def test_playground_loads_with_the_default_preset(runs):
     assert at.selectbox(key="pg.algorithm").value == "clove"
     assert not at.button(key="pg.run_btn").disabled
     assert at.button(key="pg.pause_btn").disabled and at.button(key="pg.stop_btn").disabled
-    assert charts(at) == 1  # the clients about to be trained (sample images per cluster)
+    assert charts(at) == 0  # no plotly chart before a run: the clients' sample images are HTML
+    assert any("cfl-preview" in m.value and "<img " in m.value for m in at.markdown)
     assert any("Estimate:" in c.value for c in at.caption)
     assert at.query_params["dataset"] == "digits" and at.query_params["algorithm"] == "clove"
 
