@@ -53,7 +53,8 @@ def load(browser, url: str) -> dict:
         B.settle(page, 120)
         out["settled"] = time.perf_counter() - started - 0.6  # settle waits 0.6 s of calm
         out["first_message"] = wire.first
-        out.update(ws_messages=wire.frames, ws_kb=round(wire.bytes / 1024, 1), ws_largest_kb=round(wire.largest / 1024, 1))
+        out.update(ws_messages=wire.frames, ws_kb=round(wire.bytes / 1024, 1),
+                   ws_largest_kb=round(wire.largest / 1024, 1))
         out.update(page.evaluate(COUNTS_JS))
         metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
         for name in ("ScriptDuration", "LayoutDuration", "RecalcStyleDuration", "TaskDuration"):
