@@ -9,12 +9,15 @@ as in live_redraw.py. For each of a running unit's charts (the live embedding, t
 accuracy and the ARI curves) it prints the best of --repeats of: building the figure, then what the chart helper
 does once per figure (`Figure.to_dict` and plotly's JSON encoding, cfl_ui.charts.Prepared), and the JSON's size.
 `--base` (default: the commit before the dict builders) names the revision whose cfl_ui/figures.py is compared.
+`--check` also compares the JSON each chart sends, this checkout's against the base's (typed arrays decoded,
+numbers within 1e-9), and prints the paths that differ: the dict builders must draw what the graph objects drew.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import importlib.util
+import json
 import subprocess
 import sys
 import tempfile
@@ -39,6 +42,40 @@ def builders_at(rev: str):
     return module
 
 
+def plain(value):
+    """A figure's JSON made comparable: plotly's typed arrays ({"dtype", "bdata", "shape"}) decoded to lists,
+    numbers as floats, NaN as None."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(value, dict):
+        if {"dtype", "bdata"} <= set(value):
+            array = np.frombuffer(base64.b64decode(value["bdata"]), np.dtype(value["dtype"]))
+            if "shape" in value:
+                array = array.reshape([int(v) for v in str(value["shape"]).split(",")])
+            return plain(array.astype(float).tolist())
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return None if value != value else float(value)
+    return value
+
+
+def differences(a, b, path: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str) for d in (
+            differences(a[k], b[k], f"{path}/{k}") if k in a and k in b else [f"{path}/{k} only in one"])]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} vs {len(b)} items"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
+    if isinstance(a, float) and isinstance(b, float):
+        return [] if abs(a - b) <= 1e-9 * max(1.0, abs(a)) else [f"{path}: {a} vs {b}"]
+    return [] if a == b else [f"{path}: {a!r} vs {b!r}"]
+
+
 def best(fn, repeats: int) -> tuple[float, object]:
     times, out = [], None
     for _ in range(repeats):
@@ -54,6 +91,7 @@ def main() -> int:
     ap.add_argument("--base", default=BASE)
     ap.add_argument("--rounds", default="40,400,2000")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--check", action="store_true", help="also compare the JSON each chart sends")
     args = ap.parse_args()
     import plotly.io as pio
 
@@ -72,6 +110,7 @@ def main() -> int:
     print(f"{'rounds':>6} {'chart':6} | {'build':>7} {'encode':>7} {'total':>7} {'kB':>6} | {'build':>7} "
           f"{'encode':>7} {'total':>7} {'kB':>6} | {'ratio':>5}")
     totals = {"base": 0.0, "now": 0.0}
+    checked = mismatched = 0
     for n in [int(v) for v in args.rounds.split(",")]:
         grown = tuple(dataclasses.replace(recs[i] if i < len(recs) else tail[i % len(tail)], round=i)
                       for i in range(n))
@@ -94,8 +133,17 @@ def main() -> int:
             cells = " | ".join(f"{1e3 * b:7.1f} {1e3 * e:7.1f} {1e3 * (b + e):7.1f} {k / 1e3:6.1f}" for b, e, k in row)
             ratio = (row[0][0] + row[0][1]) / max(1e-9, row[1][0] + row[1][1])
             print(f"{n:6d} {name:6} | {cells} | {ratio:5.1f}x", flush=True)
+            if args.check:
+                found = differences(*(plain(json.loads(encode(build(F).to_dict(), validate=False)))
+                                      for F in (base, now)))
+                checked += 1
+                for line in found[:10]:
+                    print(f"       differs: {line}")
+                mismatched += bool(found)
     print(f"all charts: {1e3 * totals['base']:.0f} ms ({args.base}) vs {1e3 * totals['now']:.0f} ms (this checkout)")
-    return 0
+    if args.check:
+        print(f"JSON compared: {checked} charts, {mismatched} differ")
+    return 1 if mismatched else 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Where a browser's time goes when it opens a dashboard page, with nobody else watching.
 
-    python benchmarks/page_weight.py [--page /] [--loads 3] [--repo PATH]
+    python benchmarks/page_weight.py [--page /] [--loads 3]
 
 Starts the dashboard headless on a fresh runs folder and opens `--page` `--loads` times, each in a fresh chromium
 context (Debian's chromium through Playwright). For each load it prints: seconds until the document loaded, the
