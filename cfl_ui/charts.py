@@ -93,19 +93,34 @@ def unit_key(unit) -> tuple:
 
 
 LEGEND_ROW = 20  # px: one more row of a legend above the plot
-NARROWEST = 260  # px of legend width in the narrowest chart column (cfl_ui.theme stacks columns below 280 px)
+# px of legend width in the narrowest chart: a half column at 800 px (side by side) is 330 px wide, of which the
+# y axis' title and ticks take up to 90 (cfl_ui.theme stacks columns below 280 px)
+NARROWEST = 230
 
 
 def legend_rows(figure) -> int:
     """How many rows a horizontal legend above the plot may take in the narrowest column (1 for any other).
 
-    A legend that wraps grows upwards from the plot's top edge, into the band: room is kept for its rows."""
+    A legend that wraps grows upwards from the plot's top edge, into the band: room is kept for its rows. Plotly
+    stacks the entries of one legend group under each other (a run's ARI and NMI curves), so a group is a block
+    as tall as its entries and as wide as its widest; the blocks are laid out side by side and wrap."""
     legend = figure.layout.legend
     if figure.layout.showlegend is False or legend.orientation != "h" or (legend.y is not None and legend.y < 1):
         return 1
-    names = [t.name for t in figure.data if t.showlegend is not False and t.name]
-    width = sum(40 + 6.5 * len(n) for n in names)  # symbol and gap, then about 6.5 px per 11-px character
-    return max(1, -(-int(width) // NARROWEST))
+    fixed = legend.entrywidth if legend.entrywidthmode in (None, "pixels") and legend.entrywidth else None
+    groups: dict = {}  # group -> entry widths, in the legend's order (a trace without a group is its own)
+    for i, t in enumerate(figure.data):
+        if t.showlegend is not False and t.name:  # the symbol and gaps, then the text (~6.5 px a character)
+            text = 5 + fixed if fixed else 6.5 * len(t.name)
+            groups.setdefault(t.legendgroup or ("", i), []).append(40 + text)
+    blocks = [(max(widths), len(widths)) for widths in groups.values()]
+    if not blocks:
+        return 1
+    if sum(w for w, _ in blocks) <= NARROWEST:
+        return max(h for _, h in blocks)
+    # too wide for one line: plotly wraps the blocks into a grid whose columns are all as wide as the widest
+    per_line = max(1, int(NARROWEST // max(w for w, _ in blocks)))
+    return sum(max(h for _, h in blocks[i:i + per_line]) for i in range(0, len(blocks), per_line))
 
 
 def with_toolbar_band(figure):

@@ -3,6 +3,11 @@
 Every builder returns a `plotly.graph_objects.Figure` in the house style of
 cfl_ui.palette: true clusters coloured from one palette, models told apart by
 symbol (scatter) or by a second palette (heatmap, stacked area).
+
+The charts a running job redraws (embedding, heatmap, clients per model, curves) are written as plain dicts and
+wrapped without plotly's validation (`_figure`): building them through graph objects cost 50-400 ms each on this
+2-core machine (validators, `__setattr__` path parsing, the template validated per figure), about a core while
+five browsers watched two jobs (benchmarks/SERVER_LOAD.md); from dicts it is a few ms, the same JSON.
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .embedding import Embedding
-from .palette import (GRID, UNPLACED, cluster_color, layout, model_color, model_symbol)
+from .palette import (FONT, GRID, UNPLACED, cluster_color, layout, model_color, model_symbol)
 
 ARI_TARGET = 0.9
 # texts drawn in a fixed colour are read on white and on the dark theme's near-black: mid tones only
@@ -27,13 +32,40 @@ def _hex_alpha(color: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
+_TEMPLATE: dict = {}
+
+
+def house(height: int, legend: bool = True, **more) -> dict:
+    """cfl_ui.palette.layout's house style as a layout dict (its template written out once per process)."""
+    if not _TEMPLATE:
+        import plotly.io as pio
+
+        _TEMPLATE.update(pio.templates["plotly_white"].to_plotly_json())
+    return {"template": _TEMPLATE, "height": height, "font": {"family": FONT, "size": 12},
+            "margin": {"l": 10, "r": 10, "t": 28, "b": 10},
+            "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.01, "xanchor": "left", "x": 0,
+                       "font": {"size": 11}},
+            "showlegend": legend, "hoverlabel": {"font": {"family": FONT}}, **more}
+
+
+def _figure(data: list, layout_: dict, frames: list | None = None) -> go.Figure:
+    """A figure from plain dicts, not validated again (the dicts are copied, so `house`'s template is shared
+    safely): plotly.js draws exactly what is written here."""
+    spec = {"data": data, "layout": layout_}
+    if frames:
+        spec["frames"] = frames
+    return go.Figure(spec, _validate=False)
+
+
+def _axis(title: str | None = None, **more) -> dict:
+    return ({"title": {"text": title}} if title is not None else {}) | more
+
+
 def empty_figure(message: str, height: int = 240) -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font=dict(size=13, color=MUTED))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return layout(fig, height=height, legend=False)
+    note = dict(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                font=dict(size=13, color=MUTED))
+    return _figure([], house(height, legend=False, annotations=[note], xaxis={"visible": False},
+                             yaxis={"visible": False}))
 
 
 # -- the loss-vector embedding ----------------------------------------------------
@@ -57,10 +89,10 @@ def _cluster_traces(frame, clusters, dims, value_label="losses"):
                       customdata=frame.clients[mask].astype(int).tolist(),  # the client id, for a click
                       hovertemplate="%{text}<extra></extra>", showlegend=False)
         if dims == 3:
-            traces.append(go.Scatter3d(x=pts[:, 0], y=pts[:, 1], z=pts[:, 2], marker=dict(
+            traces.append(dict(type="scatter3d", x=pts[:, 0], y=pts[:, 1], z=pts[:, 2], marker=dict(
                 color=cluster_color(c), symbol=symbols, size=5, line=dict(width=0.5, color="white")), **common))
         else:
-            traces.append(go.Scatter(x=pts[:, 0], y=pts[:, 1], marker=dict(
+            traces.append(dict(type="scatter", x=pts[:, 0], y=pts[:, 1], marker=dict(
                 color=cluster_color(c), symbol=symbols, size=12, line=dict(width=1, color="white"), opacity=0.92),
                 **common))
     return traces
@@ -76,6 +108,15 @@ REPLAY_GAP = 62  # px from the plot's bottom edge to the replay buttons: below t
 REPLAY_MARGIN = 160  # px under the plot for the buttons and the slider
 
 
+def _legend_marker(dims: int, **marker) -> dict:
+    """A legend-only trace (no points: the data traces mix symbols and colours)."""
+    trace = dict(type="scatter3d" if dims == 3 else "scatter", mode="markers", x=[None], y=[None],
+                 marker=marker, hoverinfo="skip")
+    if dims == 3:
+        trace["z"] = [None]
+    return trace
+
+
 def embedding_figure(emb: Embedding, active_round: int | None = None, height: int = 470,
                      animate: bool = True) -> go.Figure:
     """Clients as points (colour = true cluster, symbol = assigned model), one animation frame per round."""
@@ -84,59 +125,54 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
     models = sorted({int(m) for f in emb.frames for m in f.models if m >= 0} | set(range(emb.num_models)))
     idx = emb.frame_index(active_round)
     label = "losses" if emb.what == "loss vectors" else emb.what
-    fig = go.Figure(data=_cluster_traces(emb.frames[idx], clusters, dims, label))
+    data = _cluster_traces(emb.frames[idx], clusters, dims, label)
     n_cluster_traces = len(clusters)
     for c in clusters:  # the colour legend (static traces: the data traces mix symbols)
-        marker = dict(symbol="circle", color=cluster_color(c), size=10 if dims != 3 else 5)
-        legend = dict(mode="markers", name=f"cluster {c}", legendgroup=f"cluster{c}", hoverinfo="skip",
-                      legendgrouptitle_text="true cluster" if c == clusters[0] else None)
-        if dims == 3:
-            fig.add_trace(go.Scatter3d(x=[None], y=[None], z=[None], marker=marker, **legend))
-        else:
-            fig.add_trace(go.Scatter(x=[None], y=[None], marker=marker, **legend))
+        trace = _legend_marker(dims, symbol="circle", color=cluster_color(c), size=10 if dims != 3 else 5)
+        trace.update(name=f"cluster {c}", legendgroup=f"cluster{c}")
+        if c == clusters[0]:
+            trace["legendgrouptitle"] = {"text": "true cluster"}
+        data.append(trace)
     for m in models[:16]:  # the symbol legend (static traces, never animated)
-        marker = dict(symbol=model_symbol(m, dims), color="rgba(90,90,90,0.85)", size=9 if dims != 3 else 5)
-        legend = dict(mode="markers", name=f"model {m}", legendgroup="models", hoverinfo="skip",
-                      legendgrouptitle_text="assigned model" if m == models[0] else None)
-        if dims == 3:
-            fig.add_trace(go.Scatter3d(x=[None], y=[None], z=[None], marker=marker, **legend))
-        else:
-            fig.add_trace(go.Scatter(x=[None], y=[None], marker=marker, **legend))
+        trace = _legend_marker(dims, symbol=model_symbol(m, dims), color="rgba(90,90,90,0.85)",
+                               size=9 if dims != 3 else 5)
+        trace.update(name=f"model {m}", legendgroup="models")
+        if m == models[0]:
+            trace["legendgrouptitle"] = {"text": "assigned model"}
+        data.append(trace)
     if emb.method == "raw" and dims == 2 and emb.num_models == 2:
         lo, hi = emb.ranges[0]
-        fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="equal losses",
-                                 line=dict(color="#bbb", dash="dot", width=1), hoverinfo="skip"))
-    if dims == 3:
-        fig.update_layout(scene=dict(
-            xaxis=dict(title=emb.axis_titles[0], range=emb.ranges[0], backgroundcolor="white", gridcolor=GRID),
-            yaxis=dict(title=emb.axis_titles[1], range=emb.ranges[1], backgroundcolor="white", gridcolor=GRID),
-            zaxis=dict(title=emb.axis_titles[2], range=emb.ranges[2], backgroundcolor="white", gridcolor=GRID),
-            aspectmode="cube"), uirevision="embedding")
-    else:
-        fig.update_xaxes(title=emb.axis_titles[0], range=emb.ranges[0], zeroline=False, gridcolor=GRID)
-        fig.update_yaxes(title=emb.axis_titles[1], range=emb.ranges[1], zeroline=False, gridcolor=GRID)
-    layout(fig, height=height)
+        data.append(dict(type="scatter", x=[lo, hi], y=[lo, hi], mode="lines", name="equal losses",
+                         line=dict(color="#bbb", dash="dot", width=1), hoverinfo="skip"))
     replay = animate and len(emb.frames) > 1
     bottom = REPLAY_MARGIN if replay else 10
+    lay = house(height)
+    if dims == 3:
+        lay["scene"] = dict(aspectmode="cube", **{
+            f"{a}axis": _axis(emb.axis_titles[i], range=list(emb.ranges[i]), backgroundcolor="white", gridcolor=GRID)
+            for i, a in enumerate("xyz")})
+        lay["uirevision"] = "embedding"
+    else:
+        lay["xaxis"] = _axis(emb.axis_titles[0], range=list(emb.ranges[0]), zeroline=False, gridcolor=GRID)
+        lay["yaxis"] = _axis(emb.axis_titles[1], range=list(emb.ranges[1]), zeroline=False, gridcolor=GRID)
     # compact: both groups (4 clusters, 4 models and their titles) fit beside a 240-px plot without scrolling
-    fig.update_layout(legend=dict(orientation="v", yanchor="top", y=1, x=1.02, xanchor="left", tracegroupgap=6,
-                                  font=dict(size=11), grouptitlefont=dict(size=11)),
-                      margin=dict(l=10, r=10, t=30, b=bottom), annotations=_note(emb.frames[idx], dims))
+    lay["legend"].update(orientation="v", yanchor="top", y=1, x=1.02, xanchor="left", tracegroupgap=6,
+                         grouptitlefont=dict(size=11))
+    lay.update(margin=dict(l=10, r=10, t=30, b=bottom), annotations=_note(emb.frames[idx], dims))
+    frames = None
     # the play buttons and the slider under the x axis' title, placed in pixels (paper units scale with the plot)
     below = -REPLAY_GAP / max(1, height - 30 - bottom)
-    if animate and len(emb.frames) > 1:
+    if replay:
         # redraw every frame: without it plotly keeps the first frame's layout, so the "round N" note above the
         # points would contradict the slider while ▶ plays
         redraw = True
-        fig.frames = [
-            go.Frame(data=_cluster_traces(f, clusters, dims, label), traces=list(range(n_cluster_traces)),
-                     name=str(f.round), layout=go.Layout(annotations=_note(f, dims)))
-            for f in emb.frames
-        ]
+        frames = [dict(data=_cluster_traces(f, clusters, dims, label), traces=list(range(n_cluster_traces)),
+                       name=str(f.round), layout=dict(annotations=_note(f, dims)))
+                  for f in emb.frames]
         step_args = lambda name: [[name], dict(mode="immediate", frame=dict(duration=0, redraw=redraw),
                                               transition=dict(duration=0))]
         # the play/pause buttons on a row of their own, the slider under them across the whole width
-        fig.update_layout(
+        lay.update(
             updatemenus=[dict(
                 type="buttons", direction="left", x=0, y=below, xanchor="left", yanchor="top", showactive=False,
                 pad=dict(t=0, r=6), buttons=[
@@ -153,7 +189,7 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
                 steps=[dict(label=str(f.round), method="animate", args=step_args(str(f.round))) for f in emb.frames],
             )],
         )
-    return fig
+    return _figure(data, lay, frames)
 
 
 # -- assignments ------------------------------------------------------------------
@@ -195,6 +231,9 @@ def _truth(record) -> np.ndarray:
     return np.zeros(n, dtype=int)
 
 
+STRIP_WIDTH, STRIP_GAP = 0.04, 0.006  # the true-cluster strip's share of the width, the gap beside it
+
+
 def assignment_heatmap(records, height: int | None = None) -> go.Figure:
     """Clients (rows, grouped by true cluster) x rounds, each cell coloured by the model the client used
     (at most MAX_ROUND_COLUMNS rounds: see `decimate`)."""
@@ -210,38 +249,43 @@ def assignment_heatmap(records, height: int | None = None) -> go.Figure:
     z[z_int < 0] = np.nan
     rounds = [r.round for r in records]
     clients = order
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.04, 0.96], horizontal_spacing=0.006)
     clusters = sorted(set(truth.tolist()))
-    fig.add_trace(go.Heatmap(
-        z=truth[order][:, None], x=["true"], y=list(range(n)), showscale=False, zmin=-0.5,
-        zmax=max(clusters) + 0.5, colorscale=_discrete_scale([cluster_color(c) for c in range(max(clusters) + 1)]),
-        customdata=clients[:, None], hovertemplate="client %{customdata} · true cluster %{z}<extra></extra>",
-        xgap=0, ygap=0), row=1, col=1)
+    rows_y = list(range(n))
     ticks = list(range(k)) if k <= 12 else list(range(0, k, max(1, k // 8)))
-    fig.add_trace(go.Heatmap(
-        z=z, x=rounds, y=list(range(n)), zmin=-0.5, zmax=k - 0.5,
-        colorscale=_discrete_scale([model_color(m) for m in range(k)]),
-        customdata=np.repeat(clients[:, None], len(rounds), axis=1),
-        hovertemplate="client %{customdata}<br>round %{x}: model %{z}<extra></extra>",
-        colorbar=dict(title=dict(text="model", side="top"), tickvals=ticks, ticktext=[str(t) for t in ticks],
-                      thickness=12, len=0.9), xgap=0, ygap=1 if n <= 60 else 0), row=1, col=2)
+    data = [
+        dict(type="heatmap", z=truth[order][:, None], x=["true"], y=rows_y, showscale=False, zmin=-0.5,
+             zmax=max(clusters) + 0.5,
+             colorscale=_discrete_scale([cluster_color(c) for c in range(max(clusters) + 1)]),
+             customdata=clients[:, None], hovertemplate="client %{customdata} · true cluster %{z}<extra></extra>",
+             xgap=0, ygap=0, xaxis="x", yaxis="y"),
+        dict(type="heatmap", z=z, x=rounds, y=rows_y, zmin=-0.5, zmax=k - 0.5,
+             colorscale=_discrete_scale([model_color(m) for m in range(k)]),
+             customdata=np.repeat(clients[:, None], len(rounds), axis=1),
+             hovertemplate="client %{customdata}<br>round %{x}: model %{z}<extra></extra>",
+             colorbar=dict(title=dict(text="model", side="top"), tickvals=ticks, ticktext=[str(t) for t in ticks],
+                           thickness=12, len=0.9), xgap=0, ygap=1 if n <= 60 else 0, xaxis="x2", yaxis="y2"),
+    ]
     # cluster blocks: labels in the middle, separators between them
     sorted_truth = truth[order]
-    tickvals, ticktext = [], []
+    tickvals, ticktext, shapes = [], [], []
     for c in clusters:
         rows = np.flatnonzero(sorted_truth == c)
         tickvals.append(float(rows.mean()))
         ticktext.append(f"cluster {c}")
         if rows[0] > 0:
-            fig.add_hline(y=rows[0] - 0.5, line=dict(color="white", width=3), row=1, col=2)
-    fig.update_yaxes(tickvals=tickvals, ticktext=ticktext, autorange="reversed", showgrid=False, row=1, col=1)
-    fig.update_yaxes(showgrid=False, row=1, col=2)
-    fig.update_xaxes(showticklabels=False, showgrid=False, row=1, col=1)
-    fig.update_xaxes(title="round", showgrid=False, row=1, col=2)
+            y = float(rows[0] - 0.5)
+            shapes.append(dict(type="line", line=dict(color="white", width=3), x0=0, x1=1, xref="x2 domain",
+                               y0=y, y1=y, yref="y2"))
     if height is None:
         height = int(min(620, max(260, 9 * n + 110)))
-    fig.update_layout(plot_bgcolor=UNPLACED)
-    return layout(fig, height=height, legend=False)
+    strip = (1 - STRIP_GAP) * STRIP_WIDTH  # two columns side by side sharing the y axis (make_subplots' domains)
+    lay = house(height, legend=False, plot_bgcolor=UNPLACED, shapes=shapes,
+                xaxis=dict(anchor="y", domain=[0.0, strip], showticklabels=False, showgrid=False),
+                yaxis=dict(anchor="x", domain=[0.0, 1.0], tickvals=tickvals, ticktext=ticktext, autorange="reversed",
+                           showgrid=False),
+                xaxis2=_axis("round", anchor="y2", domain=[strip + STRIP_GAP, 1.0], showgrid=False),
+                yaxis2=dict(anchor="x2", domain=[0.0, 1.0], matches="y", showticklabels=False, showgrid=False))
+    return _figure(data, lay)
 
 
 def clients_per_model(records, height: int = 300) -> go.Figure:
@@ -253,20 +297,19 @@ def clients_per_model(records, height: int = 300) -> go.Figure:
     assign = np.array([r.assignments for r in records], dtype=int)
     k = max(int(assign.max()) + 1, 1)
     rounds = [r.round for r in records]
-    fig = go.Figure()
+    data = []
     for m in range(k):
         counts = (assign == m).sum(1)
         if not counts.any():
             continue
         color = model_color(m)
-        fig.add_trace(go.Scatter(x=rounds, y=counts, name=f"model {m}", stackgroup="clients", mode="lines",
-                                 line=dict(width=0.6, color=color), fillcolor=_hex_alpha(color, 0.75),
-                                 hovertemplate=f"model {m}: " + "%{y} clients in round %{x}<extra></extra>"))
-    fig.update_xaxes(title="round", gridcolor=GRID)
-    fig.update_yaxes(title="clients", gridcolor=GRID, rangemode="tozero")
-    layout(fig, height=height, legend=k <= 12)
-    fig.update_layout(legend_traceorder="normal")
-    return fig
+        data.append(dict(type="scatter", x=rounds, y=counts, name=f"model {m}", stackgroup="clients", mode="lines",
+                         line=dict(width=0.6, color=color), fillcolor=_hex_alpha(color, 0.75),
+                         hovertemplate=f"model {m}: " + "%{y} clients in round %{x}<extra></extra>"))
+    lay = house(height, legend=k <= 12, xaxis=_axis("round", gridcolor=GRID),
+                yaxis=_axis("clients", gridcolor=GRID, rangemode="tozero"))
+    lay["legend"]["traceorder"] = "normal"
+    return _figure(data, lay)
 
 
 # -- curves ---------------------------------------------------------------------
@@ -319,7 +362,7 @@ def metric_figure(series_list, metrics: list[str], height: int = 300, y_title: s
                   target: float | None = None, log_y: bool = False) -> go.Figure:
     """Curves over rounds: one colour per series (algorithm), one dash style per metric."""
     dashes = [None, "dot", "dash", "dashdot"]
-    fig = go.Figure()
+    data = []
     drawn: dict = {}  # metric -> [(label, xs, ys)] already drawn: a curve equal to one of them is drawn dashed
     for s in series_list:
         for j, metric in enumerate(metrics):
@@ -333,23 +376,27 @@ def metric_figure(series_list, metrics: list[str], height: int = 300, y_title: s
             if same is not None:  # it would hide under the earlier curve: dashed, wider, hollow markers, named
                 name += f" (= {same})"
                 dash = "dash" if dash in (None, "solid") else "longdashdot"
-            fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="lines+markers" if len(xs) < 40 else "lines", name=name,
-                line=dict(color=s.color, dash=dash, width=(2.2 if j == 0 else 1.6) + (1.4 if same else 0)),
+            line = dict(color=s.color, width=(2.2 if j == 0 else 1.6) + (1.4 if same else 0))
+            if dash is not None:
+                line["dash"] = dash
+            data.append(dict(
+                type="scatter", x=xs, y=ys, mode="lines+markers" if len(xs) < 40 else "lines", name=name, line=line,
                 marker=dict(size=9 if same else 5, symbol="circle-open" if same else "circle"), legendgroup=s.label,
                 hovertemplate=f"{name}<br>round " + "%{x}: %{y:.4g}<extra></extra>"))
-    if target is not None:
-        fig.add_hline(y=target, line=dict(color="#999", dash="dash", width=1),
-                      annotation_text=f"{target:g}", annotation_position="bottom right",
-                      annotation_font=dict(size=10, color="#888"))
-    fig.update_xaxes(title="round", gridcolor=GRID)
-    fig.update_yaxes(title=y_title or METRIC_TITLES.get(metrics[0], metrics[0]), gridcolor=GRID,
-                     type="log" if log_y else None)
+    lay = house(height, xaxis=_axis("round", gridcolor=GRID),
+                yaxis=_axis(y_title or METRIC_TITLES.get(metrics[0], metrics[0]), gridcolor=GRID))
+    if log_y:
+        lay["yaxis"]["type"] = "log"
+    if target is not None:  # plotly's add_hline, written out: a line across the plot and its label
+        lay["shapes"] = [dict(type="line", line=dict(color="#999", dash="dash", width=1), x0=0, x1=1,
+                              xref="x domain", y0=target, y1=target, yref="y")]
+        lay["annotations"] = [dict(text=f"{target:g}", font=dict(size=10, color="#888"), showarrow=False, x=1,
+                                   xanchor="right", xref="x domain", y=target, yanchor="top", yref="y")]
     if metrics[0] in ("accuracy", "weighted_accuracy", "ari", "nmi") and not log_y:
         lo = min([0.0] + [v for s in series_list for m in metrics for v in _values(s.records, m)[1]
                           if v is not None])
-        fig.update_yaxes(range=[min(lo, 0) - 0.03, 1.03])
-    return layout(fig, height=height)
+        lay["yaxis"]["range"] = [min(lo, 0) - 0.03, 1.03]
+    return _figure(data, lay)
 
 
 # -- IFCA initialisation explorer ------------------------------------------------

@@ -6,10 +6,16 @@ fields that define the clients and shared by both.
 """
 from __future__ import annotations
 
+import base64
+import html
+import io
+
+import numpy as np
 import streamlit as st
 
 from . import figures as F
-from .charts import chart
+from .charts import cached, chart
+from .palette import cluster_color
 from .partition_view import PARTITION_KEYS, partition_facts
 
 
@@ -31,6 +37,48 @@ def facts(values: dict) -> dict:
     return _facts(setting(values))
 
 
+def _png(img: np.ndarray) -> str:
+    """One image [C, H, W] in [0, 1] as a PNG data URI, about PREVIEW_PX pixels a side: dark strokes on white for
+    one channel (as the Partitions page's plotly grid draws them), colour as it is for three."""
+    from PIL import Image
+
+    img = np.clip(np.asarray(img, dtype=float), 0, 1)
+    if img.shape[0] == 3:
+        picture = Image.fromarray((img.transpose(1, 2, 0) * 255).astype(np.uint8), "RGB")
+    else:
+        picture = Image.fromarray(((1 - img[0]) * 255).astype(np.uint8), "L")
+    side = max(1, PREVIEW_PX // max(picture.size)) * max(picture.size)  # whole pixels, scaled up here: the
+    picture = picture.resize((side, side), Image.NEAREST)  # page's CSS sizes an image by its own pixels
+    buf = io.BytesIO()
+    picture.save(buf, "PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+PREVIEW_PX = 40  # the largest side of a sample image on the page (its pixels scaled up, square and sharp)
+
+
+def image_grid_html(rows) -> str:
+    """Rows of small images as one block of HTML: the row's title in its cluster's colour, each image with its
+    caption (the label, "5→3" for a swapped one) under it; the images of a row shrink to fit a narrow column.
+
+    The Playground's preview, drawn on every fresh page: as a plotly chart it was a grid of 40 subplots, and
+    chromium spent about half its time opening the Playground loading plotly.js and drawing it (7,354 DOM nodes,
+    4.6 MB more script; benchmarks/page_weight.py, SERVER_LOAD.md)."""
+    out = ['<div class="cfl-preview" style="display:flex;flex-direction:column;gap:6px">']
+    for i, (title, imgs, caps) in enumerate(rows):
+        cells = "".join(
+            f'<figure style="margin:0;flex:1 1 0;min-width:14px;max-width:{PREVIEW_PX}px;text-align:center">'
+            f'<img src="{_png(img)}" alt="{html.escape(str(cap))}" style="width:100%;height:auto;'
+            f'aspect-ratio:1;image-rendering:pixelated;display:block;max-width:none">'
+            f'<figcaption style="font-size:0.72rem;opacity:0.72;line-height:1.3;white-space:nowrap">'
+            f"{html.escape(str(cap))}</figcaption></figure>" for img, cap in zip(imgs, caps))
+        out.append('<div style="display:flex;align-items:flex-start;gap:4px">'
+                   f'<div style="width:76px;flex:none;font-weight:600;font-size:0.78rem;padding-top:8px;'
+                   f'color:{cluster_color(i)}">{html.escape(str(title))}</div>{cells}</div>')
+    out.append("</div>")
+    return "".join(out)
+
+
 def preview(values: dict, key: str) -> bool:
     """Sample images of the clusters about to be trained (before any run); False when there are none."""
     try:
@@ -39,9 +87,11 @@ def preview(values: dict, key: str) -> bool:
         return False
     if not data["rows"]:
         return False
-    # built and encoded once per setting for every session (every fresh Playground draws it)
-    chart(lambda: F.image_grid_figure(data["rows"][:4]), key, cache=("preview", repr(setting(values))),
-          caption=data["note"])
+    # made once per setting for every session (every fresh Playground draws it)
+    with st.container(key=f"cfl-preview-{key}".replace(".", "-")):
+        st.markdown(cached(("preview", repr(setting(values))), lambda: image_grid_html(data["rows"][:4])),
+                    unsafe_allow_html=True)
+    st.caption(data["note"])
     return True
 
 

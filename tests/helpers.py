@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from cfl_core.engine.federation import Federation
@@ -25,3 +26,13 @@ def shown(text: str) -> str:
     import re
 
     return re.sub(r"\\(.)", r"\1", text)
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    """A fresh runs folder for the dashboard (CFL_RUNS_DIR), without UMAP's background warm-up. A test module
+    takes it by importing it (`from tests.helpers import runs`)."""
+    root = tmp_path / "runs"
+    monkeypatch.setenv("CFL_RUNS_DIR", str(root))
+    monkeypatch.setenv("CFL_UI_WARMUP", "0")
+    return root

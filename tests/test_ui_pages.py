@@ -10,18 +10,10 @@ from streamlit.testing.v1 import AppTest
 
 from cfl_core.config import ExperimentConfig
 from cfl_core.experiment import Experiment
-from tests.helpers import shown
+from tests.helpers import runs, shown  # noqa: F401  (runs: the runs-folder fixture)
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SMALL = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 30, "rounds": 3, "local_epochs": 1}
-
-
-@pytest.fixture
-def runs(tmp_path, monkeypatch):
-    root = tmp_path / "runs"
-    monkeypatch.setenv("CFL_RUNS_DIR", str(root))
-    monkeypatch.setenv("CFL_UI_WARMUP", "0")
-    return root
 
 
 def manager():
@@ -84,7 +76,8 @@ def test_playground_loads_with_the_default_preset(runs):
     assert at.selectbox(key="pg.algorithm").value == "clove"
     assert not at.button(key="pg.run_btn").disabled
     assert at.button(key="pg.pause_btn").disabled and at.button(key="pg.stop_btn").disabled
-    assert charts(at) == 1  # the clients about to be trained (sample images per cluster)
+    assert charts(at) == 0  # no plotly chart before a run: the clients' sample images are HTML
+    assert any("cfl-preview" in m.value and "<img " in m.value for m in at.markdown)
     assert any("Estimate:" in c.value for c in at.caption)
     assert at.query_params["dataset"] == "digits" and at.query_params["algorithm"] == "clove"
 

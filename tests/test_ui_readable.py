@@ -5,23 +5,16 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from cfl_core.partition import PARTITIONS
-from tests.helpers import shown
+from tests.helpers import runs, shown  # noqa: F401  (runs: the runs-folder fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 APP = str(REPO / "app.py")
-
-
-@pytest.fixture
-def runs(tmp_path, monkeypatch):
-    root = tmp_path / "runs"
-    monkeypatch.setenv("CFL_RUNS_DIR", str(root))
-    monkeypatch.setenv("CFL_UI_WARMUP", "0")
-    return root
 
 
 def partitions_page() -> AppTest:
@@ -129,6 +122,26 @@ def test_every_chart_gets_a_toolbar_band_above_its_legend_once():
     drawn, prepared = charts._with_spec(F.empty_figure("nothing yet"))
     assert prepared.to_dict()["layout"]["margin"]["t"] == drawn.layout.margin.t
     assert drawn.layout.margin.t >= charts.TOOLBAR_BAND + 20
+
+
+def test_the_band_counts_a_legends_stacked_groups_and_wrapped_grid():
+    from cfl_ui import charts
+    from cfl_ui import drilldown as D
+    from cfl_ui import figures as F
+    from tests.test_ui_figures import records
+
+    recs = tuple(records(k_models=4, rounds=5))
+    one = [F.Series("CLoVE", recs, "#111")]
+    # a run's ARI and NMI curves share a legend group: plotly stacks them, two rows even in a wide chart
+    assert charts.legend_rows(F.metric_figure(one, ["ari", "nmi"])) == 2
+    assert charts.legend_rows(F.metric_figure(one, ["accuracy"])) == 1
+    ari = charts.with_toolbar_band(F.metric_figure(one, ["ari", "nmi"]))
+    assert ari.layout.margin.t == 28 + charts.TOOLBAR_BAND + charts.LEGEND_ROW
+    # the drill-down's five entries of one width wrap two to a line in a half column at 800 px: three rows
+    unit = SimpleNamespace(records=recs)
+    drill = D.loss_figure(unit, 0)
+    assert len([t for t in drill.data if t.name]) == 5 and drill.layout.legend.entrywidth == D.ENTRY_WIDTH
+    assert charts.legend_rows(drill) == 3
 
 
 def test_replay_buttons_sit_below_the_axis_title_at_every_height():
@@ -241,3 +254,74 @@ def test_the_server_warms_umap_up_once_in_the_background():
     compiled = [f for f in (L._nb_optimize_layout_euclidean_single_epoch,
                             L._nb_optimize_layout_euclidean_single_epoch_parallel) if f.signatures]
     assert compiled, "the warm-up compiled none of UMAP's layout code"
+
+
+# -- in a real browser: a run's page and the client drill-down read well ----------------------------------------
+READ_SIZES = [(1366, 768), (800, 900)]
+
+
+def _browser_readable(page, size, at_least: int) -> None:
+    from cfl_ui import browser as B
+
+    found = B.readability(page)
+    assert found["plots"] >= at_least, (size, found["plots"])
+    problems = {k: found[k] for k in ("clipped", "toolbar", "outside", "overlaps") if found[k]}
+    assert not problems, (size, problems)
+
+
+def _resized(page, size) -> None:
+    """Until every chart has taken the window's new width (and the sidebar is done collapsing or opening)."""
+    from cfl_ui import browser as B
+
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    B.settle(page)
+    page.wait_for_function("() => { const s = document.querySelector('[data-testid=\"stSidebar\"]');"
+                           " const w = s ? s.getBoundingClientRect().width : 0; return w < 1 || w > 200; }",
+                           timeout=20000)
+    page.wait_for_function("() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(p => "
+                           "Math.abs(p.getBoundingClientRect().width - p.parentElement.getBoundingClientRect().width)"
+                           " < 3)", timeout=30000)
+
+
+@pytest.mark.slow
+def test_a_run_and_its_client_drilldown_read_well_in_the_browser(tmp_path):
+    """One run, then two side by side: their charts (the ARI chart's legend among them) and the drill-down opened
+    by a click on a client in the embedding (its "Its loss on every model" chart, in half a window side by side)
+    at 1366x768 and 800x900: nothing clipped, no chart text under plotly's toolbar, every point inside its axes,
+    no label over another (cfl_ui.browser.READABLE_JS)."""
+    from cfl_ui import browser as B
+
+    if B.chromium_path() is None:
+        pytest.fail(B.MISSING_BROWSER.format(path=B.CHROMIUM))
+    from playwright.sync_api import sync_playwright
+
+    one = ("clusters=2&clients_per_cluster=3&samples_per_client=40&rounds=4&models=4", "4 of 4 rounds", 5)
+    two = ("clusters=4&clients_per_cluster=2&samples_per_client=30&rounds=3&local_epochs=1&models=4"
+           "&algorithm=ifca&init=same&vs=clove", "3 of 3 rounds each", 8)
+    with B.streamlit_server(tmp_path / "runs", log_path=str(tmp_path / "streamlit.log")) as url, \
+            sync_playwright() as p:
+        browser = B.launch(p)
+        try:
+            for query, done, plots in (one, two):
+                page = browser.new_page(viewport={"width": READ_SIZES[0][0], "height": READ_SIZES[0][1]})
+                page.goto(f"{url}/?{query}")
+                B.wait_ready(page)
+                B.click_button(page, "Run")
+                page.wait_for_function(  # the status line, read again each time (a rerun replaces it)
+                    "(done) => Array.from(document.querySelectorAll('[data-testid=\"stMarkdownContainer\"]'))"
+                    ".some(e => e.innerText.includes(done) && e.innerText.includes('finished'))", arg=done,
+                    timeout=180000)
+                page.locator(".js-plotly-plot").nth(plots - 1).wait_for(timeout=60000)
+                B.settle(page)
+                _browser_readable(page, READ_SIZES[0], plots)  # embeddings, heatmaps, clients per model, curves
+                page.locator(".js-plotly-plot .scatterlayer .trace .points path").first.click(force=True)
+                page.get_by_text("Its loss on every model, round by round").first.wait_for(timeout=60000)
+                drilled = plots + (2 if query is two[0] else 1)  # the loss chart of each run shown
+                page.locator(".js-plotly-plot").nth(drilled - 1).wait_for(timeout=60000)
+                for size in reversed(READ_SIZES) if query is two[0] else READ_SIZES:
+                    _resized(page, size)
+                    _browser_readable(page, size, drilled)
+                assert page.locator('[data-testid="stException"]').count() == 0
+                page.close()
+        finally:
+            browser.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -142,19 +143,37 @@ def test_a_deferred_export_holds_exactly_the_records_drawn():
 
 # -- the Playground's start --------------------------------------------------------------------------------------
 def test_the_playgrounds_preview_is_built_once_for_every_session(tmp_path, monkeypatch):
+    from cfl_ui import partition_charts as PC
+
     monkeypatch.setenv("CFL_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("CFL_UI_WARMUP", "0")
     built = []
-    real = F.image_grid_figure
-    monkeypatch.setattr(F, "image_grid_figure", lambda *a, **k: built.append(1) or real(*a, **k))
+    real = PC.image_grid_html
+    monkeypatch.setattr(PC, "image_grid_html", lambda *a, **k: built.append(1) or real(*a, **k))
     query = {"dataset": "synthetic-images", "clusters": "2", "clients_per_cluster": "2", "partition": "label-skew"}
     for _ in range(2):  # two browsers opening the same setting
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
         at.query_params.update(query)
         at.run()
         assert not at.exception, [e.value for e in at.exception]
-        assert at.get("plotly_chart")  # the preview is drawn
+        images = [m.value for m in at.markdown if "cfl-preview" in m.value]
+        # one block of images, each with its caption, a row per cluster
+        assert len(images) == 1 and images[0].count("<img ") == images[0].count("<figcaption") >= 4
+        assert "cluster 0" in images[0] and "cluster 1" in images[0]
+        assert not at.get("plotly_chart")  # no plotly chart (nor plotly.js) on a fresh Playground
     assert built == [1]
+
+
+def test_the_preview_shows_every_image_with_its_caption_and_row_title():
+    from cfl_ui import partition_charts as PC
+
+    rows = [("cluster 0", np.zeros((3, 1, 8, 8)), ["1", "2", "5→3"]),
+            ("cluster 1", np.ones((2, 3, 4, 4)), ["a<b", "c"])]
+    text = PC.image_grid_html(rows)
+    assert text.count("<img ") == 5 and text.count("data:image/png;base64,") == 5
+    assert "cluster 0" in text and "cluster 1" in text and "5→3" in text
+    assert "a&lt;b" in text and "a<b" not in text  # captions are text, never markup
+    assert PC.cluster_color(1) in text
 
 
 # -- training workers ---------------------------------------------------------------------------------------------
