@@ -58,7 +58,8 @@ PREVIEW_PX = 40  # the largest side of a sample image on the page (its pixels sc
 
 
 def image_grid_html(rows) -> str:
-    """Rows of small images as one block of HTML: the row's title in its cluster's colour, each image with its
+    """Rows of small images as one block of HTML: the row's title beside a bar of its cluster's colour (text in a
+    cluster's colour read 1.6-4.6:1 on the light or dark page, under 4.5), each image with its
     caption (the label, "5→3" for a swapped one) under it; the images of a row shrink to fit a narrow column.
 
     The Playground's preview, drawn on every fresh page: as a plotly chart it was a grid of 40 subplots, and
@@ -73,8 +74,9 @@ def image_grid_html(rows) -> str:
             f'<figcaption style="font-size:0.72rem;opacity:0.72;line-height:1.3;white-space:nowrap">'
             f"{html.escape(str(cap))}</figcaption></figure>" for img, cap in zip(imgs, caps))
         out.append('<div style="display:flex;align-items:flex-start;gap:4px">'
-                   f'<div style="width:76px;flex:none;font-weight:600;font-size:0.78rem;padding-top:8px;'
-                   f'color:{cluster_color(i)}">{html.escape(str(title))}</div>{cells}</div>')
+                   f'<div style="width:76px;box-sizing:border-box;flex:none;font-weight:600;font-size:0.78rem;'
+                   f'margin-top:4px;padding:4px 0 4px 6px;border-left:4px solid {cluster_color(i)}">'
+                   f'{html.escape(str(title))}</div>{cells}</div>')
     out.append("</div>")
     return "".join(out)
 

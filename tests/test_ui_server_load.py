@@ -174,6 +174,8 @@ def test_the_preview_shows_every_image_with_its_caption_and_row_title():
     assert "cluster 0" in text and "cluster 1" in text and "5→3" in text
     assert "a&lt;b" in text and "a<b" not in text  # captions are text, never markup
     assert PC.cluster_color(1) in text
+    # the cluster's colour marks a bar, never the title's text (orange on white reads 2.6:1, blue on the dark page 4.0:1)
+    assert f"border-left:4px solid {PC.cluster_color(1)}" in text and "color:" not in text
 
 
 # -- training workers ---------------------------------------------------------------------------------------------
