@@ -103,34 +103,43 @@ def dark_and_readable(page, kinds: set[str]) -> dict:
     return found
 
 
+@contextlib.contextmanager
+def run_started(browser, url: str, query: str, shot, **context_options):
+    """The Playground at `query` in a context of its own with Run pressed; the context closed afterwards (a
+    screenshot to `shot` on failure)."""
+    context = browser.new_context(**context_options)
+    page = context.new_page()
+    try:
+        with shown_on_failure(page, shot):
+            page.goto(f"{url}/?{query}")
+            B.wait_ready(page, 180)
+            B.click_button(page, "Run")
+            yield page
+    finally:
+        context.close()
+
+
 @pytest.mark.slow
 def test_dark_preference_gives_a_readable_dark_playground_and_lesson(site, tmp_path):
     url, browser = site
-    context = browser.new_context(color_scheme="dark", viewport={"width": 1366, "height": 768})
-    page = context.new_page()
-    try:
-        with shown_on_failure(page, tmp_path / "dark.png"):
-            page.goto(f"{url}/?{SMALL}")
-            B.wait_ready(page, 180)
-            B.click_button(page, "Run")
-            line = status_line(page, "4 of 4 rounds")
-            page.wait_for_function("(el) => el.innerText.includes('finished')", arg=line.element_handle(),
-                                   timeout=300000)
-            page.locator(".js-plotly-plot").nth(3).wait_for(timeout=120000)
-            B.settle(page, 120)
-            found = dark_and_readable(page, {"metric", "caption", "chart"})
-            assert found["kinds"]["chart"] >= 10  # axis titles and tick labels of several charts were read
-            no_exception(page)
+    with run_started(browser, url, SMALL, tmp_path / "dark.png", color_scheme="dark",
+                     viewport={"width": 1366, "height": 768}) as page:
+        line = status_line(page, "4 of 4 rounds")
+        page.wait_for_function("(el) => el.innerText.includes('finished')", arg=line.element_handle(),
+                               timeout=300000)
+        page.locator(".js-plotly-plot").nth(3).wait_for(timeout=120000)
+        B.settle(page, 120)
+        found = dark_and_readable(page, {"metric", "caption", "chart"})
+        assert found["kinds"]["chart"] >= 10  # axis titles and tick labels of several charts were read
+        no_exception(page)
 
-            page.goto(f"{url}/lessons?lesson=one-model&step=1")
-            B.wait_ready(page, 180)
-            page.get_by_text("step 1 paused at round").first.wait_for(timeout=300000)
-            page.locator(".js-plotly-plot").first.wait_for(timeout=120000)
-            B.settle(page, 120)
-            dark_and_readable(page, {"caption", "chart"})
-            no_exception(page)
-    finally:
-        context.close()
+        page.goto(f"{url}/lessons?lesson=one-model&step=1")
+        B.wait_ready(page, 180)
+        page.get_by_text("step 1 paused at round").first.wait_for(timeout=300000)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=120000)
+        B.settle(page, 120)
+        dark_and_readable(page, {"caption", "chart"})
+        no_exception(page)
 
 
 def running(page) -> bool:
@@ -155,39 +164,32 @@ def export_button(page, name: str):
 @pytest.mark.slow
 def test_a_download_pressed_while_the_job_runs_arrives_with_the_rounds_so_far(site, tmp_path):
     url, browser = site
-    context = browser.new_context(accept_downloads=True, viewport={"width": 1366, "height": 900})
-    page = context.new_page()
-    try:
-        with shown_on_failure(page, tmp_path / "download.png"):
-            page.goto(f"{url}/?{LONG}")
-            B.wait_ready(page, 180)
-            B.click_button(page, "Run")
-            page.locator('[data-testid="stMetricValue"]').first.wait_for(timeout=300000)  # a round is in
-            status_line(page, "of 3000 rounds")
+    with run_started(browser, url, LONG, tmp_path / "download.png", accept_downloads=True,
+                     viewport={"width": 1366, "height": 900}) as page:
+        page.locator('[data-testid="stMetricValue"]').first.wait_for(timeout=300000)  # a round is in
+        status_line(page, "of 3000 rounds")
+        B.settle(page, 60)
+        rows = []
+        for ask in ("Make the files of the rounds so far", "Make them again (rounds since)"):
+            assert running(page), "the job ended before the download was pressed: make it longer"
+            export_button(page, ask).click()
+            page.get_by_text(re.compile(r"Rounds 0–\d+, as of")).first.wait_for(timeout=120000)
             B.settle(page, 60)
-            rows = []
-            for ask in ("Make the files of the rounds so far", "Make them again (rounds since)"):
-                assert running(page), "the job ended before the download was pressed: make it longer"
-                export_button(page, ask).click()
-                page.get_by_text(re.compile(r"Rounds 0–\d+, as of")).first.wait_for(timeout=120000)
-                B.settle(page, 60)
-                # pressed while the job trains and the charts above redraw themselves every second
-                assert running(page)
-                with page.expect_download(timeout=120000) as info:
-                    export_button(page, "Per-round metrics (CSV)").click()
-                path = info.value.path()  # raises "canceled" if chromium lost the download
-                rows.append(list(csv.DictReader(io.StringIO(open(path, encoding="utf-8").read()))))
-                with page.expect_download(timeout=120000) as info:
-                    export_button(page, "Rounds (JSON lines)").click()
-                lines = open(info.value.path(), encoding="utf-8").read().splitlines()
-                assert lines and [json.loads(x)["round"] for x in lines] == list(range(len(lines)))
-            B.click_button(page, "Stop")
-            for got in rows:
-                assert got, "no records in the file"
-                assert [int(r["round"]) for r in got] == list(range(len(got)))  # every round so far, in order
-                assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in got)
-                assert len(got) < 3000
-            assert len(rows[1]) > len(rows[0])  # made again at the second press: the rounds since are in
-            no_exception(page)
-    finally:
-        context.close()
+            # pressed while the job trains and the charts above redraw themselves every second
+            assert running(page)
+            with page.expect_download(timeout=120000) as info:
+                export_button(page, "Per-round metrics (CSV)").click()
+            path = info.value.path()  # raises "canceled" if chromium lost the download
+            rows.append(list(csv.DictReader(io.StringIO(open(path, encoding="utf-8").read()))))
+            with page.expect_download(timeout=120000) as info:
+                export_button(page, "Rounds (JSON lines)").click()
+            lines = open(info.value.path(), encoding="utf-8").read().splitlines()
+            assert lines and [json.loads(x)["round"] for x in lines] == list(range(len(lines)))
+        B.click_button(page, "Stop")
+        for got in rows:
+            assert got, "no records in the file"
+            assert [int(r["round"]) for r in got] == list(range(len(got)))  # every round so far, in order
+            assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in got)
+            assert len(got) < 3000
+        assert len(rows[1]) > len(rows[0])  # made again at the second press: the rounds since are in
+        no_exception(page)
