@@ -29,10 +29,16 @@ def _events(folder: Path) -> list[dict]:
 def _finished_folders(root: Path) -> dict[str, dict]:
     """folder (relative) -> its sweep_point.json, for every run folder renamed into place."""
     out = {}
-    for marker in root.rglob(POINT_FILE):
-        if ".tmp" in marker.parts or ".trash" in marker.parts:
-            continue
-        out[str(marker.parent.relative_to(root))] = json.loads(marker.read_text())
+    # os.walk, not rglob: the running sweep renames folders out of .tmp while this looks, and rglob raised
+    # FileNotFoundError on one that had just moved (os.walk skips what vanished; .tmp and .trash are not entered)
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in (".tmp", ".trash")]
+        if POINT_FILE in files:
+            try:
+                point = json.loads((Path(folder) / POINT_FILE).read_text())
+            except FileNotFoundError:  # moved away since the walk listed it
+                continue
+            out[str(Path(folder).relative_to(root))] = point
     return out
 
 
