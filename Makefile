@@ -8,7 +8,9 @@ PORT ?= 8501
 
 .PHONY: run test test-fast bench bench-peers tables install clean-venv chromium
 
+# The x86_64 torch pin brings CUDA libraries: about 5.6 GB in $(VENV); the check says so before pip runs out of disk.
 $(STAMP): requirements.txt requirements-test.txt
+	$(PYTHON) scripts/need_disk.py $(VENV) 6.5
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -r requirements.txt -r requirements-test.txt
