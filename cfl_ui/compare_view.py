@@ -92,8 +92,14 @@ def render(snap) -> None:
     results_table(units)
     curves(units)
     heatmaps(units)
+    if not snap.live:  # a running comparison's files: cfl_ui.export_view, under the refreshing fragment
+        downloads(units, "cmp")
+
+
+def downloads(units, key: str, snap=None) -> None:
+    """The comparison's files: the results table and every algorithm's rounds (made now, from `units`)."""
     d1, d2, _ = st.columns([1, 1, 2])
-    d1.download_button("Results table (CSV)", table_csv(units), "compare.csv", "text/csv", key="cmp.dl_csv",
-                       icon=":material/download:", width="stretch")
+    d1.download_button("Results table (CSV)", table_csv(units), "compare.csv", "text/csv", key=f"{key}.dl_csv",
+                       icon=":material/download:", width="stretch", on_click="ignore")
     d2.download_button("Per-round metrics (CSV)", rounds_csv(units), "compare-rounds.csv", "text/csv",
-                       key="cmp.dl_rounds", icon=":material/download:", width="stretch")
+                       key=f"{key}.dl_rounds", icon=":material/download:", width="stretch", on_click="ignore")

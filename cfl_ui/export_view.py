@@ -26,8 +26,10 @@ def _ask(ref: str) -> None:
     st.session_state.setdefault(ASKED, {})[ref] = time.time()
 
 
-def running_exports(ref: str, units_of, key: str) -> None:
-    """The Export expander of job `ref` while it is polled; units_of(snapshot) -> the units the page shows."""
+def running_exports(ref: str, units_of, key: str, draw=None) -> None:
+    """The Export expander of job `ref` while it is polled; units_of(snapshot) -> the units the page shows;
+    draw(units, key, snapshot) the page's download buttons, made now (default: the Playground's and Runs' files,
+    run_charts.exports_block; Compare passes its own)."""
     from .session import snapshot
 
     snap = snapshot(ref)
@@ -43,6 +45,6 @@ def running_exports(ref: str, units_of, key: str) -> None:
         if asked is None:
             st.caption("The job is still training: the files hold the rounds done when you press the button.")
             return
-        R.exports_block(units, key, snap, deferred=False)
+        (draw or R.exports_block)(units, key, snap)
         st.caption(f"Rounds 0–{rounds - 1}, as of {time.strftime('%H:%M:%S')}; once the job ends, its whole files."
                    if rounds else "No round is done yet.")

@@ -262,31 +262,27 @@ def rounds_jsonl(records) -> str:
     return "\n".join(r.to_json() for r in records) + ("\n" if records else "")
 
 
-def exports_block(units, key: str, snap=None, deferred: bool | None = None) -> None:
-    """Download buttons for the runs' records and configs.
+def exports_block(units, key: str, snap=None) -> None:
+    """Download buttons for the runs' records and configs, made now.
 
-    While a job runs, the files are made when a button is pressed (Streamlit's deferred download: `data` a
-    function), not at every poll: serializing every record cost about 1 ms a round, so a 1000-round run's
-    exports took a second of the server's time per watching session per poll (benchmarks/SERVER_LOAD.md).
-    deferred=False: the files made now (a polled job's Export, cfl_ui.export_view: a deferred file is pruned by
-    the next fragment run before chromium fetches it)."""
+    Only ever drawn outside a refreshing fragment: for an ended job by the page itself, for a running job by
+    cfl_ui.export_view after its button is pressed (serializing every record at each poll cost about 1 ms a round,
+    benchmarks/SERVER_LOAD.md, and a download inside a refreshing fragment is cancelled by its next redraw)."""
     cols = st.columns(4)
     dl = dict(icon=":material/download:", width="stretch", on_click="ignore")  # a press reruns nothing
-    live = (snap is not None and snap.live) if deferred is None else deferred
-    made = (lambda build, *args: (lambda: build(*args))) if live else (lambda build, *args: build(*args))
     if len(units) == 1:
         u = units[0]
         name = (u.ref or "run").replace("/", "_")
-        cols[0].download_button("Per-round metrics (CSV)", made(metrics_csv, u.records), f"{name}-rounds.csv",
+        cols[0].download_button("Per-round metrics (CSV)", metrics_csv(u.records), f"{name}-rounds.csv",
                                 "text/csv", key=f"{key}.csv", **dl)
         cols[1].download_button("Config (JSON)", json.dumps(u.config, indent=1, sort_keys=True),
                                 f"{name}-config.json", "application/json", key=f"{key}.json", **dl)
-        cols[2].download_button("Rounds (JSON lines)", made(rounds_jsonl, u.records), f"{name}-rounds.jsonl",
+        cols[2].download_button("Rounds (JSON lines)", rounds_jsonl(u.records), f"{name}-rounds.jsonl",
                                 "application/x-ndjson", key=f"{key}.jsonl", **dl)
         if u.folder:
             cols[3].caption(f"Run folder: `{u.folder}`")
     else:
-        cols[0].download_button("Per-round metrics (CSV)", made(rounds_csv, units), "rounds.csv", "text/csv",
+        cols[0].download_button("Per-round metrics (CSV)", rounds_csv(units), "rounds.csv", "text/csv",
                                 key=f"{key}.csv", **dl)
         cols[1].download_button("Configs (JSON)", json.dumps([u.config for u in units], indent=1, sort_keys=True),
                                 "configs.json", "application/json", key=f"{key}.json", **dl)

@@ -10,7 +10,8 @@ from cfl_ui import session as S
 from cfl_ui import urls as U
 from cfl_ui.controller import JobController
 from cfl_ui.literal import code
-from cfl_ui.live_view import live_fragment
+from cfl_ui.export_view import running_exports
+from cfl_ui.live_view import POLLING, live_fragment
 from cfl_ui.panel import Panel
 from cfl_ui.preset_picker import preset_picker
 from cfl_ui.snapshots import LOCKSTEP
@@ -87,6 +88,8 @@ if ctl.ref and snap is None:
                icon=":material/link:")
 if snap is not None:
     live_fragment(ctl.ref, compare_view.render, initial_status=snap.status)
+    if snap.status in POLLING:
+        running_exports(ctl.ref, lambda s: list(s.units), "cmp.export", draw=compare_view.downloads)
 else:
     st.info("Choose the data and at least two algorithms in the sidebar, then press **Run all**. Every algorithm gets "
             "the same clients and the same initial models, so differences come from the algorithms alone.",

@@ -4,7 +4,7 @@
   and at a lesson's first step, headline numbers, captions and chart texts stand out from what is behind them
   (WCAG contrast 4.5, cfl_ui.browser.CONTRAST_JS) and the charts are drawn on a dark paper with light text;
 - downloads while a job runs: the Export section's per-round CSV, pressed while the job is still training, arrives
-  and holds the rounds done so far.
+  and holds the rounds done so far (the Playground's, and Compare's with every algorithm's rows).
 
 Waits are for conditions, never fixed sleeps, and generous: the machine may be loaded."""
 from __future__ import annotations
@@ -104,16 +104,16 @@ def dark_and_readable(page, kinds: set[str]) -> dict:
 
 
 @contextlib.contextmanager
-def run_started(browser, url: str, query: str, shot, **context_options):
-    """The Playground at `query` in a context of its own with Run pressed; the context closed afterwards (a
-    screenshot to `shot` on failure)."""
+def run_started(browser, url: str, query: str, shot, path: str = "", run_label: str = "Run", **context_options):
+    """The page `path` (the Playground by default) at `query` in a context of its own with `run_label` pressed; the
+    context closed afterwards (a screenshot to `shot` on failure)."""
     context = browser.new_context(**context_options)
     page = context.new_page()
     try:
         with shown_on_failure(page, shot):
-            page.goto(f"{url}/?{query}")
+            page.goto(f"{url}/{path}?{query}")
             B.wait_ready(page, 180)
-            B.click_button(page, "Run")
+            B.click_button(page, run_label)
             yield page
     finally:
         context.close()
@@ -192,4 +192,29 @@ def test_a_download_pressed_while_the_job_runs_arrives_with_the_rounds_so_far(si
             assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in got)
             assert len(got) < 3000
         assert len(rows[1]) > len(rows[0])  # made again at the second press: the rounds since are in
+        no_exception(page)
+
+
+@pytest.mark.slow
+def test_a_comparisons_csv_pressed_while_it_runs_holds_every_algorithms_rounds_so_far(site, tmp_path):
+    url, browser = site
+    algos = ["clove", "ifca"]
+    with run_started(browser, url, f"algos={','.join(algos)}&{LONG}", tmp_path / "compare.png", path="compare",
+                     run_label="Run all", accept_downloads=True, viewport={"width": 1366, "height": 900}) as page:
+        status_line(page, "of 3000 rounds")
+        page.locator(".js-plotly-plot").first.wait_for(timeout=300000)  # rounds are in
+        B.settle(page, 60)
+        assert running(page), "the comparison ended before the download was pressed: make it longer"
+        export_button(page, "Make the files of the rounds so far").click()
+        page.get_by_text(re.compile(r"Rounds 0–\d+, as of")).first.wait_for(timeout=120000)
+        B.settle(page, 60)
+        assert running(page)
+        with page.expect_download(timeout=120000) as info:
+            export_button(page, "Per-round metrics (CSV)").click()
+        text = open(info.value.path(), encoding="utf-8").read()  # raises "canceled" if chromium lost it
+        B.click_button(page, "Stop")
+        rows = list(csv.DictReader(io.StringIO(text)))
+        for algo in algos:  # every algorithm's rounds so far, each in order from round 0
+            got = [int(r["round"]) for r in rows if r["algorithm"] == algo]
+            assert got and got == list(range(len(got))) and len(got) < 3000, (algo, got[:5])
         no_exception(page)

@@ -91,33 +91,42 @@ def test_a_slow_build_spaces_out_the_units_next_frame_up_to_a_limit():
 
 
 # -- exports --------------------------------------------------------------------------------------------------
-def _exports_app(live: bool):
-    import dataclasses as dc
+def _job(ref, status, units):
+    import time
 
+    from cfl_ui.snapshots import JobSnapshot
+
+    return JobSnapshot(id=ref, kind="playground", title="x", status=status, schedule="lockstep", units=units,
+                       queue_position=None, error=None, traceback=None, created=time.time(), started=time.time(),
+                       ended=None, version=1)
+
+
+def _exports_app(live: bool):
+    """The Playground's live view of one job (running, or ended) with the file builders counted."""
     import streamlit as st
 
+    from cfl_ui import live_view as LV
     from cfl_ui import run_charts as R
+    from cfl_ui import session as S
     from cfl_ui.snapshots import RUNNING as RUN, FINISHED, UnitSnapshot as U
 
     calls = st.session_state.setdefault("calls", [])
-    real_csv, real_jsonl = R.metrics_csv, R.rounds_jsonl
-    R.metrics_csv = lambda records: calls.append("csv") or real_csv(records)
-    R.rounds_jsonl = lambda records: calls.append("jsonl") or real_jsonl(records)
+    real = (R.metrics_csv, R.rounds_jsonl, S.snapshot)
+    R.metrics_csv = lambda records: calls.append("csv") or real[0](records)
+    R.rounds_jsonl = lambda records: calls.append("jsonl") or real[1](records)
     try:
-        from tests.test_ui_server_load import record
+        from tests.test_ui_server_load import _job, record
 
         recs = tuple(record(r) for r in range(3))
+        status = RUN if live else FINISHED
         u = U(ref="job-exports", name="", label="x", tags={}, config={"algorithm": "clove"},
-              status=RUN if live else FINISHED, records=recs, total_rounds=9, summary=None, meta={}, error=None,
+              status=status, records=recs, total_rounds=9, summary=None, meta={}, error=None,
               traceback=None, folder=None)
-
-        @dc.dataclass
-        class Snap:
-            live: bool
-
-        R.exports_block([u], "ex", Snap(live))
+        snap = _job("job-exports", status, (u,))
+        S.snapshot = lambda ref: snap
+        LV.live_view("job-exports", None, "ex", initial_status=status)
     finally:
-        R.metrics_csv, R.rounds_jsonl = real_csv, real_jsonl
+        R.metrics_csv, R.rounds_jsonl, S.snapshot = real
 
 
 @pytest.mark.parametrize("live", [True, False])
@@ -125,13 +134,53 @@ def test_exports_of_a_running_job_are_made_on_demand_not_at_every_poll(live):
     at = AppTest.from_function(_exports_app, args=(live,), default_timeout=60).run()
     assert not at.exception, [e.value for e in at.exception]
     labels = {b.label for b in at.get("download_button")}
-    assert {"Per-round metrics (CSV)", "Config (JSON)", "Rounds (JSON lines)"} <= labels
     at.run()
-    # while it runs nothing is serialized by a poll; an ended run's files are made with the page, as before
-    assert at.session_state["calls"] == ([] if live else ["csv", "jsonl"] * 2)
+    if live:  # nothing serialized by a poll: a button makes the files (tests/test_ui_export_view.py)
+        assert not labels and at.session_state["calls"] == []
+        assert at.button(key="ex.export_now").label == "Make the files of the rounds so far"
+    else:  # an ended run's files are made with the page, as before
+        assert {"Per-round metrics (CSV)", "Config (JSON)", "Rounds (JSON lines)"} <= labels
+        assert at.session_state["calls"] == ["csv", "jsonl"] * 2
 
 
-def test_a_deferred_export_holds_exactly_the_records_drawn():
+def test_a_running_comparisons_files_are_made_on_demand_and_hold_every_algorithm():
+    at = AppTest.from_function(_compare_exports_app, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.get("download_button") and at.session_state["made"] == []  # nothing made at a poll
+    at.button(key="cmp.export.export_now").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert {"Results table (CSV)", "Per-round metrics (CSV)"} <= {b.label for b in at.get("download_button")}
+    assert at.session_state["made"] == [("clove", "ifca")]  # one file of every algorithm's rounds, made now
+
+
+def _compare_exports_app():
+    import streamlit as st
+
+    import streamlit as st
+
+    from cfl_ui import compare_view as CV
+    from cfl_ui import export_view as X
+    from cfl_ui import live_view as LV
+    from cfl_ui import session as S
+    from cfl_ui.snapshots import RUNNING as RUN, UnitSnapshot as U
+    from tests.test_ui_server_load import _job, record
+
+    units = [U(ref=f"job-cmp/{a}", name=a, label=a, tags={}, config={"algorithm": a}, status=RUN,
+               records=tuple(record(r) for r in range(3)), total_rounds=9, summary=None, meta={}, error=None,
+               traceback=None, folder=None) for a in ("clove", "ifca")]
+    snap = _job("job-cmp", RUN, tuple(units))
+    made = st.session_state.setdefault("made", [])
+    real = (S.snapshot, CV.rounds_csv)
+    S.snapshot = lambda ref: snap
+    CV.rounds_csv = lambda us: made.append(tuple(u.name for u in us)) or real[1](us)
+    try:
+        LV.live_fragment("job-cmp", CV.render, initial_status=RUN)
+        X.running_exports("job-cmp", lambda s: list(s.units), "cmp.export", draw=CV.downloads)
+    finally:
+        S.snapshot, CV.rounds_csv = real
+
+
+def test_the_export_files_hold_exactly_the_records_drawn():
     from cfl_ui import run_charts as R
     from cfl_ui.store import metrics_csv
 
