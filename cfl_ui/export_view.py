@@ -26,6 +26,21 @@ def _ask(ref: str) -> None:
     st.session_state.setdefault(ASKED, {})[ref] = time.time()
 
 
+def made_on_request(ref: str, key: str, make, done: str = "rounds") -> None:
+    """An Export expander for something still running (`ref`: a job, a sweep): a button, then `make()`, which draws
+    the download buttons of what is done now and returns a caption saying what they hold; `done` names its
+    parts ("rounds", "runs")."""
+    asked = st.session_state.get(ASKED, {}).get(ref)
+    with st.expander("Export", expanded=asked is not None):
+        st.button(f"Make the files of the {done} so far" if asked is None else f"Make them again ({done} since)",
+                  key=f"{key}.export_now", icon=":material/refresh:", on_click=_ask, args=(ref,),
+                  help="It is still running: its files are made when you ask, from what is done by then.")
+        if asked is None:
+            st.caption("It is still running: the files hold what is done when you press the button.")
+            return
+        st.caption(f"{make()}, as of {time.strftime('%H:%M:%S')}; once it ends, its whole files.")
+
+
 def running_exports(ref: str, units_of, key: str, draw=None) -> None:
     """The Export expander of job `ref` while it is polled; units_of(snapshot) -> the units the page shows;
     draw(units, key, snapshot) the page's download buttons, made now (default: the Playground's and Runs' files,
@@ -36,15 +51,10 @@ def running_exports(ref: str, units_of, key: str, draw=None) -> None:
     units = units_of(snap) if snap is not None else []
     if not units:
         return
-    asked = st.session_state.get(ASKED, {}).get(ref)
-    with st.expander("Export", expanded=asked is not None):
-        rounds = max(len(u.records) for u in units)
-        st.button("Make the files of the rounds so far" if asked is None else "Make them again (rounds since)",
-                  key=f"{key}.export_now", icon=":material/refresh:", on_click=_ask, args=(ref,),
-                  help="The job is still training: its files are made when you ask, from the rounds done by then.")
-        if asked is None:
-            st.caption("The job is still training: the files hold the rounds done when you press the button.")
-            return
+
+    def make() -> str:
         (draw or R.exports_block)(units, key, snap)
-        st.caption(f"Rounds 0–{rounds - 1}, as of {time.strftime('%H:%M:%S')}; once the job ends, its whole files."
-                   if rounds else "No round is done yet.")
+        rounds = max(len(u.records) for u in units)
+        return f"Rounds 0–{rounds - 1}" if rounds else "No round is done yet"
+
+    made_on_request(ref, key, make)

@@ -24,6 +24,7 @@ from cfl_core.sweep.folder import EVENTS_FILE
 from cfl_core.sweep.status import INTERRUPTED, RUNNING, sweep_status
 
 from . import ifca_view as V
+from .export_view import made_on_request
 from .paths import runs_dir
 from .snapshots import FINISHED
 from .sweep_jobs import executor_choice, executor_text, sweep_jobs, warm_up_enabled
@@ -200,6 +201,8 @@ class IfcaSweep:
             return
         if state == "running":
             st.fragment(self._live, run_every=POLL_SECONDS)()
+            made_on_request(self.rel, "ifc", lambda: V.results_download(V.sweep_rows(self.root, self.rel, live=True)),
+                            done="runs")
         else:
             self._draw(state)
 
@@ -227,7 +230,7 @@ class IfcaSweep:
             st.caption(f"Sweep folder: `{self.rel}` (also on the Sweeps page).")
         if self.job is not None and self.job.error:
             st.error(f"The sweep stopped: {self.job.error}", icon=":material/error:")
-        V.render_rows(rows, self.rel)
+        V.render_rows(rows, self.rel, files=state != "running")
 
 
 def _ray_slots() -> int:

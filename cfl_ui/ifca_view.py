@@ -193,11 +193,12 @@ def runs_table(rows, algos, modes, labels) -> None:
 def render(snap) -> None:
     """A dashboard job of the page's older form (a link to run=JOB): its status line and results."""
     status_bar(snap, list(snap.units), count_runs=True)
-    render_rows(rows_of(snap), snap.id)
+    render_rows(rows_of(snap), snap.id, files=not snap.live)
 
 
-def render_rows(rows, key: str) -> None:
-    """Everything the page shows of a seeds x init modes x algorithms grid's rows (redrawn live as runs finish)."""
+def render_rows(rows, key: str, files: bool = True) -> None:
+    """Everything the page shows of a seeds x init modes x algorithms grid's rows (redrawn live as runs finish).
+    files=False: no download (a refreshing fragment's would be cancelled by its next redraw; cfl_ui.export_view)."""
     if not rows:
         st.info("Preparing the sweep: its runs appear in a moment…", icon=":material/hourglass_top:")
         return
@@ -236,8 +237,15 @@ def render_rows(rows, key: str) -> None:
         st.error(f"{len(failed)} of {len(rows)} runs failed; the first: {failed[0]['error']}", icon=":material/error:")
     st.markdown("**Every run** · open any one in the Playground with one click; its time is that run's own")
     runs_table(rows, algos, modes, labels)
+    if files:
+        results_download(rows)
+
+
+def results_download(rows) -> str:
+    """The sweep's results table as a CSV download (made now); says what it holds."""
     st.download_button("Results (CSV)", results_csv(rows), "ifca-init.csv", "text/csv", key="ifc.dl_csv",
-                       icon=":material/download:")
+                       icon=":material/download:", on_click="ignore")
+    return f"{len(rows)} runs"
 
 
 def sweep_progress(rows, *, state: str, progress: dict | None, elapsed: float | None, where: str) -> None:

@@ -13,7 +13,7 @@ import streamlit as st
 
 from . import figures as F
 from .algorithm_views import embedding_views, extra_views
-from .literal import md
+from .literal import code, md
 from .charts import cached, chart, unit_key
 from .embedding import PCA, UMAP, loss_embedding
 from .palette import algorithm_color
@@ -279,15 +279,18 @@ def exports_block(units, key: str, snap=None) -> None:
                                 f"{name}-config.json", "application/json", key=f"{key}.json", **dl)
         cols[2].download_button("Rounds (JSON lines)", rounds_jsonl(u.records), f"{name}-rounds.jsonl",
                                 "application/x-ndjson", key=f"{key}.jsonl", **dl)
+        if u.summary:  # once it ended
+            cols[3].download_button("Summary (JSON)", json.dumps(u.summary, indent=1, sort_keys=True),
+                                    f"{name}-summary.json", "application/json", key=f"{key}.summary", **dl)
         if u.folder:
-            cols[3].caption(f"Run folder: `{u.folder}`")
+            st.caption(f"Run folder: {code(u.folder)}")
     else:
         cols[0].download_button("Per-round metrics (CSV)", rounds_csv(units), "rounds.csv", "text/csv",
                                 key=f"{key}.csv", **dl)
         cols[1].download_button("Configs (JSON)", json.dumps([u.config for u in units], indent=1, sort_keys=True),
                                 "configs.json", "application/json", key=f"{key}.json", **dl)
         if snap is not None:
-            cols[2].caption(f"Job folder: `{snap.id}` (one sub-folder per algorithm)")
+            cols[2].caption(f"Job folder: {code(snap.id)} (one sub-folder per algorithm)")
 
 
 def method_picker(units, key: str) -> str:

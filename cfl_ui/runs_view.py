@@ -2,7 +2,6 @@
 each for its owner only, with the reason shown to everyone else) and its downloads."""
 from __future__ import annotations
 
-import json
 import time
 
 import streamlit as st
@@ -10,7 +9,7 @@ import streamlit as st
 from . import session as S
 from .literal import code, md
 from .snapshots import LIVE
-from .store import delete_job, job_owner, metrics_csv
+from .store import delete_job, job_owner
 from .tables import PERCENT, pct
 
 KINDS = {"playground": "Playground", "lesson": "Lesson", "compare": "Compare", "ifca-init": "IFCA init",
@@ -136,20 +135,6 @@ def resume_action(where, snap, job_id: str, manager, key: str) -> None:
                  width="stretch", on_click=_resume, args=(manager, job_id, key),
                  help=reason[0].upper() + reason[1:] if reason else
                  "Continue from the last finished round: the records will be those of a run that never stopped.")
-
-
-def downloads(unit, ref: str, key: str) -> None:
-    """Per-round metrics (CSV), the config and, once it ended, the summary (JSON) of one run."""
-    e1, e2, e3 = st.columns(3)
-    name = ref.replace("/", "_")
-    dl = dict(icon=":material/download:", width="stretch")
-    e1.download_button("Per-round metrics (CSV)", metrics_csv(unit.records), f"{name}-rounds.csv", "text/csv",
-                       key=f"{key}.dl_csv", **dl)
-    e2.download_button("Config (JSON)", json.dumps(unit.config, indent=1, sort_keys=True), f"{name}-config.json",
-                       "application/json", key=f"{key}.dl_json", **dl)
-    if unit.summary:
-        e3.download_button("Summary (JSON)", json.dumps(unit.summary, indent=1, sort_keys=True),
-                           f"{name}-summary.json", "application/json", key=f"{key}.dl_summary", **dl)
 
 
 def show_new_kinds(kinds: list, key: str) -> None:

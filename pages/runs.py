@@ -90,6 +90,4 @@ with act:
     R.delete_action(a3, snap, parsed[0], manager, P, on_deleted=on_deleted)
 R.ownership_note(snap)
 
-if not whole:
-    R.downloads(unit, ref, P)
-live_view(ref, parsed[1] if len(snap.units) > 1 else None, f"{P}.view", initial_status=snap.status, exports=whole)
+live_view(ref, parsed[1] if len(snap.units) > 1 else None, f"{P}.view", initial_status=snap.status)

@@ -155,6 +155,14 @@ def test_stop_keeps_the_finished_runs_and_resume_offers_the_rest(runs, executor)
     deadline = time.time() + 120
     while not list(folder.glob("*/sweep_point.json")) and time.time() < deadline:
         time.sleep(0.05)  # the first run written back
+    # while it runs: no download in the refreshing fragment (its next redraw cancels it), one made on request
+    ok(at.run())
+    assert "Results (CSV)" not in {b.label for b in at.get("download_button")}
+    assert at.button(key="ifc.export_now").label == "Make the files of the runs so far"
+    at.button(key="ifc.export_now").click()
+    ok(at.run())
+    assert "Results (CSV)" in {b.label for b in at.get("download_button")}
+    assert any(re.match(r"\d+ runs, as of \d\d:\d\d:\d\d", c.value) for c in at.caption)
     at.button(key="ifc.stop_btn").click()  # Stop waits for the sweep to end (after the run in progress)
     ok(at.run())
     finished = len(list(folder.glob("*/sweep_point.json")))
