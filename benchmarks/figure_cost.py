@@ -6,11 +6,13 @@ timed in one process (so both see the same machine load).
 RUN_FOLDER is a finished run (e.g. `python -m cfl_core run --dataset digits --partition feature-skew --clusters 4
 --clients-per-cluster 5 --algorithm clove --models 4 --rounds 40 --out /tmp/r40`), lengthened to each round count
 as in live_redraw.py. For each of a running unit's charts (the live embedding, the heatmap, clients per model, the
-accuracy and the ARI curves) it prints the best of --repeats of: building the figure, then what the chart helper
-does once per figure (`Figure.to_dict` and plotly's JSON encoding, cfl_ui.charts.Prepared), and the JSON's size.
-`--base` (default: the commit before the dict builders) names the revision whose cfl_ui/figures.py is compared.
-`--check` also compares the JSON each chart sends, this checkout's against the base's (typed arrays decoded,
-numbers within 1e-9), and prints the paths that differ: the dict builders must draw what the graph objects drew.
+accuracy and the ARI curves, and "views": every figure of the algorithm's "What else the algorithm recorded" views,
+cfl_ui.algorithm_views.extra_views, e.g. CLoVE's stability / choosing K) it prints the best of --repeats of:
+building the figure(s), then what the chart helper does once per figure (`Figure.to_dict` and plotly's JSON
+encoding, cfl_ui.charts.Prepared), and the JSON's size. `--base` (default: the commit before the dict builders) names
+the revision whose cfl_ui/figures.py and cfl_ui/algorithm_views.py are compared. `--check` also compares the JSON each
+chart sends, this checkout's against the base's (typed arrays decoded, numbers within 1e-9), and prints the paths that
+differ: the dict builders must draw what the graph objects drew.
 """
 from __future__ import annotations
 
@@ -26,16 +28,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-BASE = "73da86f"  # the last commit whose live charts were built through plotly's graph objects
+BASE = "73da86f"  # the last commit whose live charts (and algorithm views) were built through plotly's graph objects
 
 
-def builders_at(rev: str):
-    """cfl_ui/figures.py as it was at `rev`, imported beside this checkout's (it imports the same helpers)."""
-    text = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:cfl_ui/figures.py"], check=True,
+def builders_at(rev: str, module: str = "figures"):
+    """cfl_ui/<module>.py as it was at `rev`, imported beside this checkout's (it imports the same helpers)."""
+    text = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:cfl_ui/{module}.py"], check=True,
                           capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp(prefix="cfl-figs-")) / "figures_base.py"
+    path = Path(tempfile.mkdtemp(prefix="cfl-figs-")) / f"{module}_base.py"
     path.write_text(text)
-    spec = importlib.util.spec_from_file_location("cfl_ui._figures_base", path)
+    spec = importlib.util.spec_from_file_location(f"cfl_ui._{module}_base", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -95,13 +97,14 @@ def main() -> int:
     args = ap.parse_args()
     import plotly.io as pio
 
+    from cfl_ui import algorithm_views as views_now
     from cfl_ui import charts
     from cfl_ui import figures as now
     from cfl_ui.embedding import PCA, loss_embedding
     from cfl_ui.run_charts import series_of
     from cfl_ui.store import load_unit
 
-    base = builders_at(args.base)
+    base, views_base = builders_at(args.base), builders_at(args.base, "algorithm_views")
     unit = load_unit(args.run, "bench")
     recs = list(unit.records)
     tail = recs[5:]
@@ -117,32 +120,42 @@ def main() -> int:
         u = dataclasses.replace(unit, records=grown)
         emb = loss_embedding(u.records, PCA, cache_key=f"bench-{n}")
         series = series_of([u])
-        charts_of = {"emb": lambda F: F.embedding_figure(emb, None, height=470, animate=False),
-                     "heat": lambda F: F.assignment_heatmap(u.records),
-                     "area": lambda F: F.clients_per_model(u.records),
-                     "acc": lambda F: F.metric_figure(series, ["accuracy"]),
-                     "ari": lambda F: F.metric_figure(series, ["ari", "nmi"], target=0.9,
-                                                      y_title="agreement with true clusters")}
-        for name, build in charts_of.items():
+        # each chart: (its builder given the module, the base's module, this checkout's); "views" builds a list
+        charts_of = {"emb": (lambda F: F.embedding_figure(emb, None, height=470, animate=False), base, now),
+                     "heat": (lambda F: F.assignment_heatmap(u.records), base, now),
+                     "area": (lambda F: F.clients_per_model(u.records), base, now),
+                     "acc": (lambda F: F.metric_figure(series, ["accuracy"]), base, now),
+                     "ari": (lambda F: F.metric_figure(series, ["ari", "nmi"], target=0.9,
+                                                       y_title="agreement with true clusters"), base, now),
+                     "views": (lambda A: [v.figure for v in A.extra_views(u.algorithm, u.records, None)
+                                          if v.figure is not None], views_base, views_now)}
+        for name, (build, *modules) in charts_of.items():
             row = []
-            for label, F in (("base", base), ("now", now)):
-                t_build, fig = best(lambda: build(F), args.repeats)
-                t_enc, text = best(lambda: encode(fig.to_dict(), validate=False), args.repeats)
+            for label, F in zip(("base", "now"), modules):
+                t_build, out = best(lambda: build(F), args.repeats)
+                figs = out if isinstance(out, list) else [out]
+                t_enc, texts = best(lambda: [encode(f.to_dict(), validate=False) for f in figs], args.repeats)
                 totals[label] += t_build + t_enc
-                row.append((t_build, t_enc, len(text)))
+                row.append((t_build, t_enc, sum(map(len, texts))))
             cells = " | ".join(f"{1e3 * b:7.1f} {1e3 * e:7.1f} {1e3 * (b + e):7.1f} {k / 1e3:6.1f}" for b, e, k in row)
             ratio = (row[0][0] + row[0][1]) / max(1e-9, row[1][0] + row[1][1])
             print(f"{n:6d} {name:6} | {cells} | {ratio:5.1f}x", flush=True)
             if args.check:
-                found = differences(*(plain(json.loads(encode(build(F).to_dict(), validate=False)))
-                                      for F in (base, now)))
-                checked += 1
-                for line in found[:10]:
-                    print(f"       differs: {line}")
-                mismatched += bool(found)
+                outs = [build(F) for F in modules]
+                pairs = list(zip(*outs)) if isinstance(outs[0], list) else [outs]
+                if isinstance(outs[0], list) and len(outs[0]) != len(outs[1]):
+                    pairs = []
+                    print(f"       differs: {len(outs[0])} vs {len(outs[1])} figures")
+                    mismatched += 1
+                for pair in pairs:
+                    found = differences(*(plain(json.loads(encode(f.to_dict(), validate=False))) for f in pair))
+                    checked += 1
+                    for line in found[:10]:
+                        print(f"       differs: {line}")
+                    mismatched += bool(found)
     print(f"all charts: {1e3 * totals['base']:.0f} ms ({args.base}) vs {1e3 * totals['now']:.0f} ms (this checkout)")
     if args.check:
-        print(f"JSON compared: {checked} charts, {mismatched} differ")
+        print(f"JSON compared: {checked} figures, {mismatched} differ")
     return 1 if mismatched else 0
 
 

@@ -31,6 +31,12 @@ oldest first) and the selected round number, and returns a list of `View`s.
 It must be quick (it runs on every refresh while a job runs) and must not
 change the records. `consumes` names extras keys the view already shows, so the
 generic "recorded numbers" curves leave them out.
+
+The figures here are plain dicts in the house style (cfl_ui.figures.house), wrapped without plotly's validation
+(cfl_ui.figures.figure_from), as the live charts are: they are rebuilt while a job runs, for every watcher, and
+validated graph objects cost tens of ms a figure (a CLoVE run's views: about 25 ms, 1 ms as dicts). plotly.js
+draws exactly what the dicts say, so property names must be exact: tests/test_ui_algorithm_views_json.py validates
+every registered view's JSON with plotly's schema.
 """
 from __future__ import annotations
 
@@ -40,7 +46,8 @@ from typing import Callable, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .palette import GRID, cluster_color, layout, model_color
+from .figures import axis, colorscale, figure_from, house, hline, vline, vrect
+from .palette import GRID, cluster_color, model_color
 
 ViewFn = Callable[[Sequence, int], list]
 
@@ -71,6 +78,11 @@ def register(algorithm: str, *, embedding: bool = False) -> Callable[[ViewFn], V
 
 def registered(algorithm: str) -> dict[str, list[ViewFn]]:
     return {"embedding": list(_EMBEDDINGS.get(algorithm, [])), "extra": list(_EXTRAS.get(algorithm, []))}
+
+
+def registered_algorithms() -> list[str]:
+    """The algorithms with registered views (embedding or extra), sorted."""
+    return sorted(set(_EMBEDDINGS) | set(_EXTRAS))
 
 
 def record_at(records: Sequence, round_index: int | None):
@@ -128,18 +140,24 @@ def scalar_keys(records) -> list[str]:
     return list(keys)
 
 
-def matrix_heatmap(matrix, clients, truth, title_text: str) -> go.Figure:
-    """A client x client matrix ordered by true cluster (blocks on the diagonal = clusters seen)."""
+def client_heatmap(matrix, clients, truth, scale: str, colorbar_title: str, hovertemplate: str,
+                   x_title: str | None = None, y_title: str | None = None, **trace) -> go.Figure:
+    """A client x client matrix, rows and columns ordered by true cluster (then client id), labelled
+    "client (c<true cluster>)": blocks on the diagonal are the true clusters as the matrix sees them."""
     m = np.asarray(matrix, dtype=float)
-    clients = np.asarray(clients)
+    clients, truth = np.asarray(clients), np.asarray(truth)
     order = np.lexsort((clients, truth))
     labels = [f"{int(clients[i])} (c{int(truth[i])})" for i in order]
-    fig = go.Figure(go.Heatmap(z=m[np.ix_(order, order)], x=labels, y=labels, colorscale="RdBu", zmid=0,
-                               colorbar=dict(thickness=12, title=title_text),
-                               hovertemplate="client %{y} vs %{x}: %{z:.3f}<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(type="category")
-    return layout(fig, height=420, legend=False)
+    data = [dict(type="heatmap", z=m[np.ix_(order, order)], x=labels, y=labels, colorscale=colorscale(scale),
+                 colorbar=dict(thickness=12, title=dict(text=colorbar_title)), hovertemplate=hovertemplate, **trace)]
+    return figure_from(data, house(420, legend=False, xaxis=axis(x_title, type="category"),
+                                   yaxis=axis(y_title, autorange="reversed", type="category")))
+
+
+def matrix_heatmap(matrix, clients, truth, title_text: str) -> go.Figure:
+    """A client x client matrix ordered by true cluster (blocks on the diagonal = clusters seen)."""
+    return client_heatmap(matrix, clients, truth, "RdBu", title_text,
+                          "client %{y} vs %{x}: %{z:.3f}<extra></extra>", zmid=0)
 
 
 def generic_embedding(records, round_index, method: str = "pca", cache_key: str | None = None) -> list[View]:
@@ -177,11 +195,11 @@ def scalar_views(records, consumed: set[str]) -> list[View]:
         ys = [r.extras[key] for r in records if isinstance((r.extras or {}).get(key), (int, float))]
         if len(set(ys)) <= 1 and len(ys) > 1:
             continue  # a constant says nothing as a curve
-        fig = go.Figure(go.Scatter(x=xs, y=ys, mode="lines+markers", line=dict(color="#555", width=2),
-                                   marker=dict(size=5), name=key))
-        fig.update_xaxes(title="round", gridcolor=GRID)
-        fig.update_yaxes(title=NAMES.get(key, key), gridcolor=GRID)
-        views.append(View(f"Recorded: {NAMES.get(key, key)}", layout(fig, height=260, legend=False),
+        fig = figure_from([dict(type="scatter", x=xs, y=ys, mode="lines+markers", line=dict(color="#555", width=2),
+                                marker=dict(size=5), name=key)],
+                          house(260, legend=False, xaxis=axis("round", gridcolor=GRID),
+                                yaxis=axis(NAMES.get(key, key), gridcolor=GRID)))
+        views.append(View(f"Recorded: {NAMES.get(key, key)}", fig,
                           CAPTIONS.get(key, f"'{key}' as the algorithm recorded it, round by round.")))
     return views
 
@@ -225,15 +243,15 @@ def clove_views(records, round_index):
     rounds = [r.round for r in records if "stable_share" in (r.extras or {})]
     if rounds:
         share = [r.extras["stable_share"] for r in records if "stable_share" in (r.extras or {})]
-        fig = go.Figure(go.Scatter(x=rounds, y=share, mode="lines+markers", line=dict(color="#1F77B4", width=2),
-                                   name="stable share", hovertemplate="round %{x}: %{y:.0%} stable<extra></extra>"))
+        lay = house(260, legend=False, xaxis=axis("round", gridcolor=GRID),
+                    yaxis=axis("stable clients", tickformat=".0%", range=[-0.03, 1.08], gridcolor=GRID))
         frozen = next((r.extras["frozen_after"] for r in records if "frozen_after" in (r.extras or {})), None)
         if frozen is not None:
-            fig.add_vline(x=frozen, line=dict(color="#2CA02C", dash="dash"),
-                          annotation_text=f"clustering stops after round {frozen}", annotation_position="top left")
-        fig.update_yaxes(title="stable clients", tickformat=".0%", range=[-0.03, 1.08], gridcolor=GRID)
-        fig.update_xaxes(title="round", gridcolor=GRID)
-        views.append(View("CLoVE: stability", layout(fig, height=260, legend=False),
+            vline(lay, frozen, dict(color="#2CA02C", dash="dash"), f"clustering stops after round {frozen}")
+        fig = figure_from([dict(type="scatter", x=rounds, y=share, mode="lines+markers",
+                                line=dict(color="#1F77B4", width=2), name="stable share",
+                                hovertemplate="round %{x}: %{y:.0%} stable<extra></extra>")], lay)
+        views.append(View("CLoVE: stability", fig,
                           "Share of clients whose model has not changed for a few rounds; once it reaches the "
                           "threshold CLoVE freezes the assignment and stops sending loss vectors (the saving).",
                           consumes=("stable_share",)))
@@ -242,21 +260,22 @@ def clove_views(records, round_index):
     if isinstance(sil, dict) and sil:
         ks = sorted(sil, key=lambda k: int(k))
         chosen = rec.extras.get("k")
-        fig = go.Figure(go.Bar(x=[int(k) for k in ks], y=[sil[k] for k in ks],
-                               marker_color=[model_color(0) if int(k) == chosen else "#bbb" for k in ks],
-                               hovertemplate="K = %{x}: silhouette %{y:.3f}<extra></extra>"))
-        fig.update_xaxes(title="number of clusters K", dtick=1)
-        fig.update_yaxes(title="silhouette score", gridcolor=GRID)
-        views.append(View(f"CLoVE: choosing K (round {rec.round})", layout(fig, height=260, legend=False),
+        fig = figure_from([dict(type="bar", x=[int(k) for k in ks], y=[sil[k] for k in ks],
+                                marker=dict(color=[model_color(0) if int(k) == chosen else "#bbb" for k in ks]),
+                                hovertemplate="K = %{x}: silhouette %{y:.3f}<extra></extra>")],
+                          house(260, legend=False, xaxis=axis("number of clusters K", dtick=1),
+                                yaxis=axis("silhouette score", gridcolor=GRID)))
+        views.append(View(f"CLoVE: choosing K (round {rec.round})", fig,
                           f"Unknown K: silhouette score of each candidate K this round; CLoVE took K = {chosen} "
                           "(a larger K must be clearly better to win).", consumes=("k",), per_round=True))
     ks = [r.extras.get("k") for r in records if "k" in (r.extras or {})]
     if ks and len(set(ks)) > 1:
         rounds_k = [r.round for r in records if "k" in (r.extras or {})]
-        fig = go.Figure(go.Scatter(x=rounds_k, y=ks, mode="lines+markers", line=dict(color="#1F77B4", shape="hv")))
-        fig.update_xaxes(title="round", gridcolor=GRID)
-        fig.update_yaxes(title="clusters chosen", dtick=1, gridcolor=GRID)
-        views.append(View("CLoVE: number of clusters", layout(fig, height=260, legend=False),
+        fig = figure_from([dict(type="scatter", x=rounds_k, y=ks, mode="lines+markers",
+                                line=dict(color="#1F77B4", shape="hv"))],
+                          house(260, legend=False, xaxis=axis("round", gridcolor=GRID),
+                                yaxis=axis("clusters chosen", dtick=1, gridcolor=GRID)))
+        views.append(View("CLoVE: number of clusters", fig,
                           "How many clusters CLoVE's silhouette rule chose each round (unknown K).", consumes=("k",)))
     # a constant k (= K-hat when K is known) says nothing: every CLoVE view consumes it
     for v in views:
@@ -310,33 +329,30 @@ def cfl_norms(records, round_index):
     if not rounds:
         return []
     params = _cfl_params(records)
-    fig = go.Figure()
+    data = []
     clusters = sorted({c["cluster"] for r in rounds for c in r.extras["cluster_norms"]})
     for k in clusters:
         pts = [(r.round, c) for r in rounds for c in r.extras["cluster_norms"] if c["cluster"] == k]
         xs = [p[0] for p in pts]
         color = model_color(k)
-        fig.add_trace(go.Scatter(x=xs, y=[p[1]["mean_norm"] for p in pts], mode="lines+markers",
-                                 name=f"cluster {k}: mean update", line=dict(color=color, width=2),
-                                 marker=dict(size=4), legendgroup=f"c{k}",
-                                 hovertemplate="round %{x}: ||mean update|| %{y:.3f}<extra></extra>"))
-        fig.add_trace(go.Scatter(x=xs, y=[p[1]["max_norm"] for p in pts], mode="lines", name=f"cluster {k}: max client",
-                                 line=dict(color=color, width=1.5, dash="dash"), legendgroup=f"c{k}",
-                                 hovertemplate="round %{x}: max ||update|| %{y:.3f}<extra></extra>"))
+        data.append(dict(type="scatter", x=xs, y=[p[1]["mean_norm"] for p in pts], mode="lines+markers",
+                         name=f"cluster {k}: mean update", line=dict(color=color, width=2), marker=dict(size=4),
+                         legendgroup=f"c{k}", hovertemplate="round %{x}: ||mean update|| %{y:.3f}<extra></extra>"))
+        data.append(dict(type="scatter", x=xs, y=[p[1]["max_norm"] for p in pts], mode="lines",
+                         name=f"cluster {k}: max client", line=dict(color=color, width=1.5, dash="dash"),
+                         legendgroup=f"c{k}", hovertemplate="round %{x}: max ||update|| %{y:.3f}<extra></extra>"))
+    lay = house(340, xaxis=axis("round", gridcolor=GRID), yaxis=axis("update norm", gridcolor=GRID, rangemode="tozero"))
     for key, text in (("eps1", "eps1: mean must fall below"), ("eps2", "eps2: max must rise above")):
         if isinstance(params.get(key), (int, float)):
-            fig.add_hline(y=params[key], line=dict(color="#777", dash="dot", width=1),
-                          annotation_text=f"{text} ({params[key]:g})", annotation_position="top left")
+            hline(lay, params[key], dict(color="#777", dash="dot", width=1), f"{text} ({params[key]:g})")
     if isinstance(params.get("warmup_rounds"), int) and params["warmup_rounds"] > 0:
-        fig.add_vrect(x0=-0.5, x1=params["warmup_rounds"] - 0.5, fillcolor="#f2f2f2", line_width=0,
-                      annotation_text="warm-up", annotation_position="top left", layer="below")
+        vrect(lay, -0.5, params["warmup_rounds"] - 0.5, "warm-up", fillcolor="#f2f2f2", line=dict(width=0),
+              layer="below")
     events = [e for r in records for e in (r.extras or {}).get("split_events", [])]
     for e in events:
-        fig.add_vline(x=e["round"], line=dict(color="#2CA02C" if e["accepted"] else "#D62728",
-                                              dash="solid" if e["accepted"] else "dot", width=1.5))
-    fig.update_xaxes(title="round", gridcolor=GRID)
-    fig.update_yaxes(title="update norm", gridcolor=GRID, rangemode="tozero")
-    views = [View("CFL: update norms per cluster", layout(fig, height=340),
+        vline(lay, e["round"], dict(color="#2CA02C" if e["accepted"] else "#D62728",
+                                    dash="solid" if e["accepted"] else "dot", width=1.5))
+    views = [View("CFL: update norms per cluster", figure_from(data, lay),
                   "A cluster splits when the norm of its mean update (solid) is below eps1 while some client's "
                   "update (dashed) is still above eps2: together they are near a stationary point, yet some "
                   "clients pull away. Green lines: accepted splits; red dotted: refused by the gamma check.",
@@ -403,15 +419,13 @@ def flexcfl_migrations(records, round_index):
     moved = [sum(1 for m in r.extras["migrations"] if m["from"] != m["to"]) for r in rounds]
     stayed = [len(r.extras["migrations"]) - n for r, n in zip(rounds, moved)]
     xs = [r.round for r in rounds]
-    fig = go.Figure([go.Bar(x=xs, y=moved, name="moved to another group", marker_color="#8C564B"),
-                     go.Bar(x=xs, y=stayed, name="re-grouped, same group", marker_color="#C7B0A8")])
-    shifts = [r.round for r in records if (r.extras or {}).get("shift_events")]
-    for x in shifts:
-        fig.add_vline(x=x, line=dict(color="#bbb", dash="dot", width=1))
-    fig.update_layout(barmode="stack")
-    fig.update_xaxes(title="round", gridcolor=GRID)
-    fig.update_yaxes(title="clients cold-started again", gridcolor=GRID, dtick=1)
-    return [View("FlexCFL: migrations", layout(fig, height=280),
+    data = [dict(type="bar", x=xs, y=moved, name="moved to another group", marker=dict(color="#8C564B")),
+            dict(type="bar", x=xs, y=stayed, name="re-grouped, same group", marker=dict(color="#C7B0A8"))]
+    lay = house(280, barmode="stack", xaxis=axis("round", gridcolor=GRID),
+                yaxis=axis("clients cold-started again", gridcolor=GRID, dtick=1))
+    for x in (r.round for r in records if (r.extras or {}).get("shift_events")):
+        vline(lay, x, dict(color="#bbb", dash="dot", width=1))
+    return [View("FlexCFL: migrations", figure_from(data, lay),
                  "Clients whose label mix moved by more than the threshold (earth mover's distance over label "
                  "positions) since they were grouped are cold-started again; dotted lines mark rounds with a "
                  "distribution shift.", consumes=("migrations",))]
@@ -451,16 +465,8 @@ def kfed_centres(records, round_index):
 
 def angle_heatmap(matrix, clients, truth) -> go.Figure:
     """A client x client angle matrix (degrees) ordered by true cluster: dark blocks on the diagonal = close."""
-    m = np.asarray(matrix, dtype=float)
-    clients, truth = np.asarray(clients), np.asarray(truth)
-    order = np.lexsort((clients, truth))
-    labels = [f"{int(clients[i])} (c{int(truth[i])})" for i in order]
-    fig = go.Figure(go.Heatmap(z=m[np.ix_(order, order)], x=labels, y=labels, colorscale="Viridis",
-                               colorbar=dict(thickness=12, title="degrees"),
-                               hovertemplate="client %{y} vs %{x}: %{z:.1f}°<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(type="category")
-    return layout(fig, height=420, legend=False)
+    return client_heatmap(matrix, clients, truth, "Viridis", "degrees",
+                          "client %{y} vs %{x}: %{z:.1f}°<extra></extra>")
 
 
 @register("pacfl", embedding=True)
@@ -484,17 +490,12 @@ def fedpac_head_weights(records, round_index):
     rec = record_at([r for r in records if _square((r.extras or {}).get("head_weights"))], round_index)
     if rec is None:
         return []
-    m = np.asarray(rec.extras["head_weights"], dtype=float)
     clients = np.asarray(rec.participants)
     truth = np.asarray(rec.true_clusters or [0] * len(rec.assignments))[clients]
-    order = np.lexsort((clients, truth))
-    labels = [f"{int(clients[i])} (c{int(truth[i])})" for i in order]
-    fig = go.Figure(go.Heatmap(z=m[np.ix_(order, order)], x=labels, y=labels, colorscale="Blues", zmin=0, zmax=1,
-                               colorbar=dict(thickness=12, title="weight"),
-                               hovertemplate="client %{y} takes %{z:.2f} of client %{x}'s head<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", type="category", title="client (its personalised head)")
-    fig.update_xaxes(type="category", title="whose trained head")
-    return [View(f"FedPAC: whose heads each client combines (round {rec.round})", layout(fig, height=420, legend=False),
+    fig = client_heatmap(rec.extras["head_weights"], clients, truth, "Blues", "weight",
+                         "client %{y} takes %{z:.2f} of client %{x}'s head<extra></extra>",
+                         x_title="whose trained head", y_title="client (its personalised head)", zmin=0, zmax=1)
+    return [View(f"FedPAC: whose heads each client combines (round {rec.round})", fig,
                  "Each row is a client's personalised classifier as a mix of the participants' trained heads, the "
                  "weights solved by FedPAC's quadratic program from the clients' feature statistics; ordered by "
                  "true cluster. FedPAC forms no clusters (no ARI), but blocks here show which clients it treats as "

@@ -4,10 +4,11 @@ Every builder returns a `plotly.graph_objects.Figure` in the house style of
 cfl_ui.palette: true clusters coloured from one palette, models told apart by
 symbol (scatter) or by a second palette (heatmap, stacked area).
 
-The charts a running job redraws (embedding, heatmap, clients per model, curves) are written as plain dicts and
-wrapped without plotly's validation (`_figure`): building them through graph objects cost 50-400 ms each on this
-2-core machine (validators, `__setattr__` path parsing, the template validated per figure), about a core while
-five browsers watched two jobs (benchmarks/SERVER_LOAD.md); from dicts it is a few ms, the same JSON.
+The charts a running job redraws (embedding, heatmap, clients per model, curves, and the per-algorithm views of
+cfl_ui.algorithm_views) are written as plain dicts and wrapped without plotly's validation (`figure_from`): building
+them through graph objects cost 50-400 ms each on this 2-core machine (validators, `__setattr__` path parsing, the
+template validated per figure), about a core while five browsers watched two jobs (benchmarks/SERVER_LOAD.md); from
+dicts it is a few ms, the same JSON.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def house(height: int, legend: bool = True, **more) -> dict:
             "showlegend": legend, "hoverlabel": {"font": {"family": FONT}}, **more}
 
 
-def _figure(data: list, layout_: dict, frames: list | None = None) -> go.Figure:
+def figure_from(data: list, layout_: dict, frames: list | None = None) -> go.Figure:
     """A figure from plain dicts, not validated again (the dicts are copied, so `house`'s template is shared
     safely): plotly.js draws exactly what is written here."""
     spec = {"data": data, "layout": layout_}
@@ -57,15 +58,49 @@ def _figure(data: list, layout_: dict, frames: list | None = None) -> go.Figure:
     return go.Figure(spec, _validate=False)
 
 
-def _axis(title: str | None = None, **more) -> dict:
+def axis(title: str | None = None, **more) -> dict:
+    """An axis' layout dict: `title` as plotly writes it ({"text": ...}), then any further properties."""
     return ({"title": {"text": title}} if title is not None else {}) | more
+
+
+def colorscale(name: str) -> list:
+    """A named colorscale as plotly.py writes it into the figure ([[position, colour], ...]): plotly.js has
+    colorscales of the same names that differ (its RdBu is not plotly.py's)."""
+    import plotly.colors as pc
+
+    return pc.get_colorscale(name)
+
+
+# plotly's add_vline / add_hline / add_vrect with annotation_position="top left", written out into a layout dict
+def vline(lay: dict, x, line: dict, text: str | None = None) -> None:
+    lay.setdefault("shapes", []).append(dict(type="line", x0=x, x1=x, xref="x", y0=0, y1=1, yref="y domain",
+                                             line=line))
+    if text is not None:
+        lay.setdefault("annotations", []).append(dict(text=text, showarrow=False, x=x, xanchor="right", xref="x",
+                                                      y=1, yanchor="top", yref="y domain"))
+
+
+def hline(lay: dict, y, line: dict, text: str | None = None) -> None:
+    lay.setdefault("shapes", []).append(dict(type="line", x0=0, x1=1, xref="x domain", y0=y, y1=y, yref="y",
+                                             line=line))
+    if text is not None:
+        lay.setdefault("annotations", []).append(dict(text=text, showarrow=False, x=0, xanchor="left",
+                                                      xref="x domain", y=y, yanchor="bottom", yref="y"))
+
+
+def vrect(lay: dict, x0, x1, text: str | None = None, **shape) -> None:
+    lay.setdefault("shapes", []).append(dict(type="rect", x0=x0, x1=x1, xref="x", y0=0, y1=1, yref="y domain",
+                                             **shape))
+    if text is not None:
+        lay.setdefault("annotations", []).append(dict(text=text, showarrow=False, x=x0, xanchor="left", xref="x",
+                                                      y=1, yanchor="top", yref="y domain"))
 
 
 def empty_figure(message: str, height: int = 240) -> go.Figure:
     note = dict(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
                 font=dict(size=13, color=MUTED))
-    return _figure([], house(height, legend=False, annotations=[note], xaxis={"visible": False},
-                             yaxis={"visible": False}))
+    return figure_from([], house(height, legend=False, annotations=[note], xaxis={"visible": False},
+                                 yaxis={"visible": False}))
 
 
 # -- the loss-vector embedding ----------------------------------------------------
@@ -149,12 +184,12 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
     lay = house(height)
     if dims == 3:
         lay["scene"] = dict(aspectmode="cube", **{
-            f"{a}axis": _axis(emb.axis_titles[i], range=list(emb.ranges[i]), backgroundcolor="white", gridcolor=GRID)
+            f"{a}axis": axis(emb.axis_titles[i], range=list(emb.ranges[i]), backgroundcolor="white", gridcolor=GRID)
             for i, a in enumerate("xyz")})
         lay["uirevision"] = "embedding"
     else:
-        lay["xaxis"] = _axis(emb.axis_titles[0], range=list(emb.ranges[0]), zeroline=False, gridcolor=GRID)
-        lay["yaxis"] = _axis(emb.axis_titles[1], range=list(emb.ranges[1]), zeroline=False, gridcolor=GRID)
+        lay["xaxis"] = axis(emb.axis_titles[0], range=list(emb.ranges[0]), zeroline=False, gridcolor=GRID)
+        lay["yaxis"] = axis(emb.axis_titles[1], range=list(emb.ranges[1]), zeroline=False, gridcolor=GRID)
     # compact: both groups (4 clusters, 4 models and their titles) fit beside a 240-px plot without scrolling
     lay["legend"].update(orientation="v", yanchor="top", y=1, x=1.02, xanchor="left", tracegroupgap=6,
                          grouptitlefont=dict(size=11))
@@ -189,7 +224,7 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
                 steps=[dict(label=str(f.round), method="animate", args=step_args(str(f.round))) for f in emb.frames],
             )],
         )
-    return _figure(data, lay, frames)
+    return figure_from(data, lay, frames)
 
 
 # -- assignments ------------------------------------------------------------------
@@ -283,9 +318,9 @@ def assignment_heatmap(records, height: int | None = None) -> go.Figure:
                 xaxis=dict(anchor="y", domain=[0.0, strip], showticklabels=False, showgrid=False),
                 yaxis=dict(anchor="x", domain=[0.0, 1.0], tickvals=tickvals, ticktext=ticktext, autorange="reversed",
                            showgrid=False),
-                xaxis2=_axis("round", anchor="y2", domain=[strip + STRIP_GAP, 1.0], showgrid=False),
+                xaxis2=axis("round", anchor="y2", domain=[strip + STRIP_GAP, 1.0], showgrid=False),
                 yaxis2=dict(anchor="x2", domain=[0.0, 1.0], matches="y", showticklabels=False, showgrid=False))
-    return _figure(data, lay)
+    return figure_from(data, lay)
 
 
 def clients_per_model(records, height: int = 300) -> go.Figure:
@@ -306,10 +341,10 @@ def clients_per_model(records, height: int = 300) -> go.Figure:
         data.append(dict(type="scatter", x=rounds, y=counts, name=f"model {m}", stackgroup="clients", mode="lines",
                          line=dict(width=0.6, color=color), fillcolor=_hex_alpha(color, 0.75),
                          hovertemplate=f"model {m}: " + "%{y} clients in round %{x}<extra></extra>"))
-    lay = house(height, legend=k <= 12, xaxis=_axis("round", gridcolor=GRID),
-                yaxis=_axis("clients", gridcolor=GRID, rangemode="tozero"))
+    lay = house(height, legend=k <= 12, xaxis=axis("round", gridcolor=GRID),
+                yaxis=axis("clients", gridcolor=GRID, rangemode="tozero"))
     lay["legend"]["traceorder"] = "normal"
-    return _figure(data, lay)
+    return figure_from(data, lay)
 
 
 # -- curves ---------------------------------------------------------------------
@@ -383,8 +418,8 @@ def metric_figure(series_list, metrics: list[str], height: int = 300, y_title: s
                 type="scatter", x=xs, y=ys, mode="lines+markers" if len(xs) < 40 else "lines", name=name, line=line,
                 marker=dict(size=9 if same else 5, symbol="circle-open" if same else "circle"), legendgroup=s.label,
                 hovertemplate=f"{name}<br>round " + "%{x}: %{y:.4g}<extra></extra>"))
-    lay = house(height, xaxis=_axis("round", gridcolor=GRID),
-                yaxis=_axis(y_title or METRIC_TITLES.get(metrics[0], metrics[0]), gridcolor=GRID))
+    lay = house(height, xaxis=axis("round", gridcolor=GRID),
+                yaxis=axis(y_title or METRIC_TITLES.get(metrics[0], metrics[0]), gridcolor=GRID))
     if log_y:
         lay["yaxis"]["type"] = "log"
     if target is not None:  # plotly's add_hline, written out: a line across the plot and its label
@@ -396,7 +431,7 @@ def metric_figure(series_list, metrics: list[str], height: int = 300, y_title: s
         lo = min([0.0] + [v for s in series_list for m in metrics for v in _values(s.records, m)[1]
                           if v is not None])
         lay["yaxis"]["range"] = [min(lo, 0) - 0.03, 1.03]
-    return _figure(data, lay)
+    return figure_from(data, lay)
 
 
 # -- IFCA initialisation explorer ------------------------------------------------
