@@ -129,7 +129,7 @@ def with_toolbar_band(figure):
     Plotly draws its toolbar over the top right corner of the figure, where horizontal legends, a replay's
     "round N" note, colour-bar titles and sample-image captions sit just above the plot: the band moves them
     below the toolbar. The figure grows by the band, so the plot area keeps its pixels (and whatever sits
-    beside or below it, placed relative to it, keeps its place). Only figures with a margin of their own (the house style, cfl_ui.palette) are changed:
+    beside or below it, placed relative to it, keeps its place). Only figures with a margin of their own (the house style, cfl_ui.figures.house) are changed:
     plotly's default top margin (80 px) already leaves the room."""
     if not isinstance(figure, go.Figure) or getattr(figure, "_toolbar_band", False):
         return figure

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from .charts import chart, unit_key
-from .palette import GRID, layout, model_color
+from .figures import axis, figure_from, house
+from .palette import GRID, model_color
 
 PICK = "drill.client"
 
@@ -101,8 +102,10 @@ def reasons(unit, client: int) -> list[dict]:
 
 
 def loss_figure(unit, client: int) -> go.Figure:
-    """The client's loss on every model over the rounds (lines), the model it took marked on each round."""
-    fig = go.Figure()
+    """The client's loss on every model over the rounds (lines), the model it took marked on each round.
+
+    Plain dicts through figures.figure_from (no plotly validation): the drill-down is redrawn in the live fragment
+    about once a second for every watcher with a client picked."""
     rounds, rows, took = [], [], []
     for rec in unit.records:
         row = _row(rec, client)
@@ -110,25 +113,25 @@ def loss_figure(unit, client: int) -> go.Figure:
             rounds.append(rec.round)
             rows.append(row)
             took.append(int(rec.assignments[client]))
+    data, notes = [], []
     if rows:
         mat = np.vstack(rows)
         for m in range(mat.shape[1]):
-            fig.add_trace(go.Scatter(x=rounds, y=mat[:, m], mode="lines", name=f"model {m}",
-                                     line=dict(color=model_color(m), width=1.8)))
-        fig.add_trace(go.Scatter(x=rounds, y=[mat[i, t] if t >= 0 else None for i, t in enumerate(took)],
-                                 mode="markers", name="model it took", marker=dict(size=11, symbol="circle-open",
-                                                                                   color="#222",
-                                                                                   line=dict(width=2))))
+            data.append(dict(type="scatter", x=rounds, y=mat[:, m], mode="lines", name=f"model {m}",
+                             line=dict(color=model_color(m), width=1.8)))
+        data.append(dict(type="scatter", x=rounds, y=[mat[i, t] if t >= 0 else None for i, t in enumerate(took)],
+                         mode="markers", name="model it took",
+                         marker=dict(size=11, symbol="circle-open", color="#222", line=dict(width=2))))
     else:
-        fig.add_annotation(text="no loss vectors recorded for this client", showarrow=False, x=0.5, y=0.5,
-                           xref="paper", yref="paper")
-    fig.update_xaxes(title="round", gridcolor=GRID)
-    fig.update_yaxes(title="its loss on each model", gridcolor=GRID)
-    layout(fig, height=300)
+        notes.append(dict(text="no loss vectors recorded for this client", showarrow=False, x=0.5, y=0.5,
+                          xref="paper", yref="paper"))
+    lay = house(300, xaxis=axis("round", gridcolor=GRID), yaxis=axis("its loss on each model", gridcolor=GRID))
+    if notes:
+        lay["annotations"] = notes
     # entries of one width: the legend wraps into a grid whose rows the chart helper counts exactly, so the band
     # it keeps above them for plotly's toolbar is tall enough in a half column at 800 px (cfl_ui.charts)
-    fig.update_layout(legend_entrywidth=ENTRY_WIDTH, legend_entrywidthmode="pixels")
-    return fig
+    lay["legend"].update(entrywidth=ENTRY_WIDTH, entrywidthmode="pixels")
+    return figure_from(data, lay)
 
 
 ENTRY_WIDTH = 66  # px of text per legend entry: "model it took" is 63 px at 11 px; two entries fit in 230 px

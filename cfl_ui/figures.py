@@ -1,14 +1,14 @@
 """Plotly figure builders. Pure functions of records (or partition facts): no Streamlit here.
 
-Every builder returns a `plotly.graph_objects.Figure` in the house style of
-cfl_ui.palette: true clusters coloured from one palette, models told apart by
-symbol (scatter) or by a second palette (heatmap, stacked area).
+Every builder returns a `plotly.graph_objects.Figure` in the house style (`house`): true clusters coloured from one
+palette (cfl_ui.palette), models told apart by symbol (scatter) or by a second palette (heatmap, stacked area).
 
-The charts a running job redraws (embedding, heatmap, clients per model, curves, and the per-algorithm views of
-cfl_ui.algorithm_views) are written as plain dicts and wrapped without plotly's validation (`figure_from`): building
-them through graph objects cost 50-400 ms each on this 2-core machine (validators, `__setattr__` path parsing, the
-template validated per figure), about a core while five browsers watched two jobs (benchmarks/SERVER_LOAD.md); from
-dicts it is a few ms, the same JSON.
+Every figure of the dashboard (the live charts, the per-algorithm views of cfl_ui.algorithm_views, the client
+drill-down, the IFCA explorer's, the Partitions page's and the Sweeps heatmap) is written as plain dicts and wrapped
+without plotly's validation (`figure_from`): building them through graph objects cost 30-400 ms each on this 2-core
+machine (validators, `__setattr__` path parsing, the template validated per figure), about a core while five
+browsers watched two jobs (benchmarks/SERVER_LOAD.md); from dicts it is a few ms, the same JSON. Their JSON is checked
+against plotly's validation in the tests (tests/test_ui_algorithm_views_json.py, tests/test_ui_figures_json.py).
 """
 from __future__ import annotations
 
@@ -16,10 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .embedding import Embedding
-from .palette import (FONT, GRID, UNPLACED, cluster_color, layout, model_color, model_symbol)
+from .palette import FONT, GRID, UNPLACED, cluster_color, model_color, model_symbol
 
 ARI_TARGET = 0.9
 # texts drawn in a fixed colour are read on white and on the dark theme's near-black: mid tones only
@@ -37,7 +36,8 @@ _TEMPLATE: dict = {}
 
 
 def house(height: int, legend: bool = True, **more) -> dict:
-    """cfl_ui.palette.layout's house style as a layout dict (its template written out once per process)."""
+    """The house style as a layout dict: white (plotly_white, its template written out once per process), light
+    grid, compact margins, a horizontal legend on top; `more` adds or replaces layout properties."""
     if not _TEMPLATE:
         import plotly.io as pio
 
@@ -438,7 +438,7 @@ def metric_figure(series_list, metrics: list[str], height: int = 300, y_title: s
 def success_figure(rows: list[dict], algorithms: list[str], modes: list[str], labels: dict[str, str],
                    colors: dict[str, str], height: int = 330) -> go.Figure:
     """Share of seeds whose final ARI is 1, per init mode (x) and algorithm (colour)."""
-    fig = go.Figure()
+    data = []
     for algo in algorithms:
         ys, texts = [], []
         for mode in modes:
@@ -446,32 +446,32 @@ def success_figure(rows: list[dict], algorithms: list[str], modes: list[str], la
             wins = sum(1 for r in done if r["final_ari"] >= 0.9999)
             ys.append(wins / len(done) if done else None)
             texts.append(f"{wins}/{len(done)}" if done else "")
-        fig.add_trace(go.Bar(x=modes, y=ys, name=labels.get(algo, algo), marker_color=colors[algo], text=texts,
-                             textposition="outside", cliponaxis=False,
-                             hovertemplate=labels.get(algo, algo) + ", init %{x}: %{text} seeds recover the clusters<extra></extra>"))
-    fig.update_layout(barmode="group", bargap=0.25)
-    fig.update_yaxes(title="seeds with final ARI = 1", tickformat=".0%", range=[0, 1.15], gridcolor=GRID)
-    fig.update_xaxes(title="initialisation")
-    return layout(fig, height=height)
+        data.append(dict(type="bar", x=list(modes), y=ys, name=labels.get(algo, algo), marker=dict(color=colors[algo]),
+                         text=texts, textposition="outside", cliponaxis=False,
+                         hovertemplate=labels.get(algo, algo) + ", init %{x}: %{text} seeds recover the clusters"
+                                                                "<extra></extra>"))
+    return figure_from(data, house(height, barmode="group", bargap=0.25, xaxis=axis("initialisation"),
+                                   yaxis=axis("seeds with final ARI = 1", tickformat=".0%", range=[0, 1.15],
+                                              gridcolor=GRID)))
 
 
 def spread_figure(rows: list[dict], algorithms: list[str], modes: list[str], labels: dict[str, str],
                   colors: dict[str, str], metric: str = "final_ari", height: int = 330) -> go.Figure:
     """Every seed's final value (points) and their spread (box), per init mode and algorithm."""
-    fig = go.Figure()
+    data = []
     for algo in algorithms:
         sel = [r for r in rows if r["algorithm"] == algo and r.get(metric) is not None]
-        fig.add_trace(go.Box(
-            x=[r["init"] for r in sel], y=[r[metric] for r in sel], name=labels.get(algo, algo),
-            marker_color=colors[algo], boxpoints="all", jitter=0.45, pointpos=0, line=dict(width=1.2),
-            marker=dict(size=7, opacity=0.8, line=dict(width=0.5, color="white")),
+        data.append(dict(
+            type="box", x=[r["init"] for r in sel], y=[r[metric] for r in sel], name=labels.get(algo, algo),
+            boxpoints="all", jitter=0.45, pointpos=0, line=dict(width=1.2),
+            marker=dict(color=colors[algo], size=7, opacity=0.8, line=dict(width=0.5, color="white")),
             customdata=[[r["seed"], r["ref"]] for r in sel],
             hovertemplate=labels.get(algo, algo) + ", init %{x}, seed %{customdata[0]}: %{y:.3f}<extra></extra>"))
-    fig.update_layout(boxmode="group")
-    title = "final ARI" if metric == "final_ari" else "final accuracy"
-    fig.update_yaxes(title=title, range=[-0.08, 1.08] if metric == "final_ari" else None, gridcolor=GRID)
-    fig.update_xaxes(title="initialisation", categoryorder="array", categoryarray=modes)
-    return layout(fig, height=height)
+    yaxis = axis("final ARI" if metric == "final_ari" else "final accuracy", gridcolor=GRID)
+    if metric == "final_ari":
+        yaxis["range"] = [-0.08, 1.08]
+    return figure_from(data, house(height, boxmode="group", yaxis=yaxis,
+                                   xaxis=axis("initialisation", categoryorder="array", categoryarray=list(modes))))
 
 
 # -- partitions -----------------------------------------------------------------
@@ -482,13 +482,13 @@ def cluster_class_heatmap(clients: list[dict], num_classes: int, height: int = 3
     for c in clients:
         counts = c.get("label_counts") or []
         z[clusters.index(c["cluster"]), : len(counts)] += np.asarray(counts, dtype=int)
-    fig = go.Figure(go.Heatmap(
-        z=z, x=[str(j) for j in range(num_classes)], y=[f"cluster {c}" for c in clusters], colorscale="Blues",
-        text=z, texttemplate="%{text}", textfont=dict(size=10), xgap=1, ygap=1, zmin=0, zmax=max(1, int(z.max())),
-        hovertemplate="%{y}, class %{x}: %{z} samples<extra></extra>", colorbar=dict(title="samples", thickness=12)))
-    fig.update_xaxes(title="class (label as the clients see it)", type="category")
-    fig.update_yaxes(autorange="reversed")
-    return layout(fig, height=height, legend=False)
+    heat = dict(type="heatmap", z=z, x=[str(j) for j in range(num_classes)], y=[f"cluster {c}" for c in clusters],
+                colorscale=colorscale("Blues"), text=z, texttemplate="%{text}", textfont=dict(size=10), xgap=1,
+                ygap=1, zmin=0, zmax=max(1, int(z.max())), hovertemplate="%{y}, class %{x}: %{z} samples<extra></extra>",
+                colorbar=dict(title=dict(text="samples"), thickness=12))
+    return figure_from([heat], house(height, legend=False, xaxis=axis("class (label as the clients see it)",
+                                                                      type="category"),
+                                     yaxis=dict(autorange="reversed")))
 
 
 def _class_colors(n: int) -> list[str]:
@@ -501,33 +501,32 @@ def client_labels_figure(clients: list[dict], num_classes: int, height: int = 32
     """Each client's training labels, stacked by class, clients grouped by true cluster."""
     ordered = sorted(clients, key=lambda c: (c["cluster"], c["id"]))
     x = [f"{c['id']}" for c in ordered]
-    fig = go.Figure()
+    data = []
     colors = _class_colors(num_classes)
     for j in range(num_classes):
         ys = [(c.get("label_counts") or [0] * num_classes)[j] if j < len(c.get("label_counts") or []) else 0
               for c in ordered]
         if not any(ys):
             continue
-        fig.add_trace(go.Bar(x=x, y=ys, name=f"class {j}", marker_color=colors[j],
-                             hovertemplate=f"client %{{x}}, class {j}: %{{y}}<extra></extra>"))
-    _cluster_bands(fig, ordered)
-    fig.update_layout(barmode="stack", bargap=0.15)
-    fig.update_xaxes(title="client (grouped by true cluster)", type="category")
-    fig.update_yaxes(title="training samples", gridcolor=GRID)
-    layout(fig, height=height)
-    fig.update_layout(legend_traceorder="normal")
-    return fig
+        data.append(dict(type="bar", x=x, y=ys, name=f"class {j}", marker=dict(color=colors[j]),
+                         hovertemplate=f"client %{{x}}, class {j}: %{{y}}<extra></extra>"))
+    lay = house(height, barmode="stack", bargap=0.15, shapes=_cluster_bands(ordered),
+                xaxis=axis("client (grouped by true cluster)", type="category"),
+                yaxis=axis("training samples", gridcolor=GRID))
+    lay["legend"]["traceorder"] = "normal"
+    return figure_from(data, lay)
 
 
-def _cluster_bands(fig, ordered):
-    """A coloured band under each cluster's clients on a categorical x axis."""
-    start = 0
+def _cluster_bands(ordered) -> list[dict]:
+    """A coloured band under each cluster's clients on a categorical x axis (layout shapes)."""
+    shapes, start = [], 0
     for i in range(1, len(ordered) + 1):
         if i == len(ordered) or ordered[i]["cluster"] != ordered[start]["cluster"]:
             c = ordered[start]["cluster"]
-            fig.add_shape(type="rect", xref="x", yref="paper", x0=start - 0.5, x1=i - 0.5, y0=-0.02, y1=0.0,
-                          fillcolor=cluster_color(c), line=dict(width=0))
+            shapes.append(dict(type="rect", xref="x", yref="paper", x0=start - 0.5, x1=i - 0.5, y0=-0.02, y1=0.0,
+                               fillcolor=cluster_color(c), line=dict(width=0)))
             start = i
+    return shapes
 
 
 def client_sizes_figure(clients: list[dict], height: int = 300) -> go.Figure:
@@ -535,46 +534,54 @@ def client_sizes_figure(clients: list[dict], height: int = 300) -> go.Figure:
     ordered = sorted(clients, key=lambda c: (c["cluster"], c["id"]))
     x = [str(c["id"]) for c in ordered]
     colors = [cluster_color(c["cluster"]) for c in ordered]
-    fig = go.Figure([
-        go.Bar(x=x, y=[c["n_train"] for c in ordered], name="train", marker_color=colors,
-               customdata=[c["cluster"] for c in ordered],
-               hovertemplate="client %{x} (cluster %{customdata}): %{y} train samples<extra></extra>"),
-        go.Bar(x=x, y=[c["n_test"] for c in ordered], name="test", marker_color=[_hex_alpha(c, 0.4) for c in colors],
-               hovertemplate="client %{x}: %{y} test samples<extra></extra>"),
-    ])
-    fig.update_layout(barmode="group", bargap=0.2)
-    fig.update_xaxes(title="client (grouped by true cluster)", type="category")
-    fig.update_yaxes(title="samples", gridcolor=GRID)
-    return layout(fig, height=height)
+    data = [dict(type="bar", x=x, y=[c["n_train"] for c in ordered], name="train", marker=dict(color=colors),
+                 customdata=[c["cluster"] for c in ordered],
+                 hovertemplate="client %{x} (cluster %{customdata}): %{y} train samples<extra></extra>"),
+            dict(type="bar", x=x, y=[c["n_test"] for c in ordered], name="test",
+                 marker=dict(color=[_hex_alpha(c, 0.4) for c in colors]),
+                 hovertemplate="client %{x}: %{y} test samples<extra></extra>")]
+    return figure_from(data, house(height, barmode="group", bargap=0.2,
+                                   xaxis=axis("client (grouped by true cluster)", type="category"),
+                                   yaxis=axis("samples", gridcolor=GRID)))
+
+
+def _grid_domains(n: int, spacing: float) -> list[list[float]]:
+    """make_subplots' domains of n equal cells with `spacing` between them, from 0 up (its arithmetic)."""
+    sizes = [(1.0 - spacing * (n - 1)) / n] * n
+    return [[sum(sizes[:i]) + i * spacing, sum(sizes[:i]) + i * spacing + sizes[i]] for i in range(n)]
 
 
 def image_grid_figure(rows: list[tuple[str, np.ndarray, list[str]]], height: int | None = None) -> go.Figure:
-    """Rows of small images: (row title, images [n, C, H, W] in [0, 1], one caption per image)."""
+    """Rows of small images: (row title, images [n, C, H, W] in [0, 1], one caption per image), one cell (an x and
+    a y axis, as make_subplots lays them out) per image, square pixels."""
     n_rows = len(rows)
     n_cols = max(len(r[1]) for r in rows) if rows else 1
-    titles = []
-    for _, imgs, caps in rows:
-        titles += list(caps) + [""] * (n_cols - len(caps))
-    fig = make_subplots(rows=n_rows, cols=n_cols, subplot_titles=titles, horizontal_spacing=0.012,
-                        vertical_spacing=min(0.09, 0.5 / (n_rows - 1)) if n_rows > 1 else 0.05)
-    for i, (label, imgs, _) in enumerate(rows):
-        for j, img in enumerate(imgs):
-            img = np.asarray(img, dtype=float)
+    xs = _grid_domains(n_cols, 0.012)
+    ys = _grid_domains(n_rows, min(0.09, 0.5 / (n_rows - 1)) if n_rows > 1 else 0.05)[::-1]  # row 1 at the top
+    lay = house(height or int(95 * n_rows + 40), legend=False, margin=dict(l=110, r=10, t=24, b=6))
+    data, titles, labels = [], [], []
+    for i, (label, imgs, caps) in enumerate(rows):
+        for j in range(n_cols):
+            k = i * n_cols + j + 1
+            n = k if k > 1 else ""
+            lay[f"xaxis{n}"] = dict(anchor=f"y{n}", domain=xs[j], visible=False, constrain="domain")
+            lay[f"yaxis{n}"] = dict(anchor=f"x{n}", domain=[max(0.0, ys[i][0]), min(1.0, ys[i][1])], visible=False,
+                                    autorange="reversed", constrain="domain", scaleanchor=f"x{n}")
+            caption = caps[j] if j < len(caps) else ""
+            if caption:  # the theme's text colour: readable on the light and the dark background
+                titles.append(dict(text=caption, showarrow=False, font=dict(size=10), x=sum(xs[j]) / 2.0,
+                                   xanchor="center", xref="paper", y=lay[f"yaxis{n}"]["domain"][1],
+                                   yanchor="bottom", yref="paper"))
+            if j >= len(imgs):
+                continue
+            img = np.asarray(imgs[j], dtype=float)
             if img.shape[0] == 3:
                 rgb = (np.clip(img.transpose(1, 2, 0), 0, 1) * 255).astype(np.uint8)
-                fig.add_trace(go.Image(z=rgb, hoverinfo="skip"), row=i + 1, col=j + 1)
+                data.append(dict(type="image", z=rgb, hoverinfo="skip", xaxis=f"x{n}", yaxis=f"y{n}"))
             else:
-                fig.add_trace(go.Heatmap(z=img[0], colorscale="Greys", showscale=False, zmin=0, zmax=1,
-                                         hoverinfo="skip"), row=i + 1, col=j + 1)
-        fig.add_annotation(text=f"<b>{label}</b>", xref="paper", yref="paper", x=-0.005, xanchor="right",
-                           y=1 - (i + 0.5) / n_rows, showarrow=False, font=dict(size=12, color=cluster_color(i)))
-    fig.update_xaxes(visible=False, constrain="domain")
-    fig.update_yaxes(visible=False, autorange="reversed", constrain="domain")
-    for k in range(1, n_rows * n_cols + 1):  # square pixels: each y axis follows its own x axis
-        fig.layout[f"yaxis{k if k > 1 else ''}"].scaleanchor = f"x{k if k > 1 else ''}"
-    for ann in fig.layout.annotations:
-        if ann.text and not ann.text.startswith("<b>"):
-            ann.font = dict(size=10)  # the theme's text colour: readable on the light and the dark background
-    layout(fig, height=height or int(95 * n_rows + 40), legend=False)
-    fig.update_layout(margin=dict(l=110, r=10, t=24, b=6))
-    return fig
+                data.append(dict(type="heatmap", z=img[0], colorscale=colorscale("Greys"), showscale=False, zmin=0,
+                                 zmax=1, hoverinfo="skip", xaxis=f"x{n}", yaxis=f"y{n}"))
+        labels.append(dict(text=f"<b>{label}</b>", xref="paper", yref="paper", x=-0.005, xanchor="right",
+                           y=1 - (i + 0.5) / n_rows, showarrow=False, font=dict(size=12, color=cluster_color(i))))
+    lay["annotations"] = titles + labels
+    return figure_from(data, lay)

@@ -42,16 +42,3 @@ def model_symbol(m: int, dims: int = 2) -> str:
 
 def algorithm_color(name: str, index: int = 0) -> str:
     return ALGORITHM_COLORS.get(name) or _EXTRA_ALGO[(sum(map(ord, name)) + index) % len(_EXTRA_ALGO)]
-
-
-def layout(fig, *, height: int = 380, title: str | None = None, legend: bool = True, margin_top: int = 40):
-    """The house style: white, light grid, compact margins, horizontal legend on top."""
-    fig.update_layout(
-        template="plotly_white", height=height, font=dict(family=FONT, size=12),
-        margin=dict(l=10, r=10, t=margin_top if title else 28, b=10),
-        legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0, font=dict(size=11)),
-        showlegend=legend, hoverlabel=dict(font=dict(family=FONT)),
-    )
-    if title:
-        fig.update_layout(title=dict(text=title, x=0, xanchor="left", font=dict(size=14)))
-    return fig

@@ -21,6 +21,8 @@ from cfl_core.settings import settings_of
 from cfl_core.sweep.executors import cpu_count, executor_from_environment
 from cfl_core.sweep.tables import GRID_MEASURES
 
+from .figures import axis, colorscale, figure_from
+
 ROOT = Path(__file__).resolve().parents[1]
 MAX_PAGE_POINTS = 500  # a sweep started from the page (the CLI's limit is --max-points)
 SPEC_FILE = "spec.json"
@@ -47,14 +49,15 @@ def heatmap_figure(cells: list[dict], row: str, col: str | None, measure: str) -
         z[i][j] = c[measure]
         text[i][j] = measure_text(measure, c[measure], c[f"{measure}_std"]) + f"<br>({c['finished']}/{c['runs']})"
     ranged = measure in ("final_ari", "success")
-    fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, text=text, texttemplate="%{text}", colorscale="Viridis",
-                               zmin=0 if ranged else None, zmax=1 if ranged else None,
-                               colorbar={"title": {"text": measure.replace("_", " ")}},
-                               hovertemplate=f"{row}=%{{y}}<br>{col or ''}=%{{x}}<br>%{{text}}<extra></extra>"))
-    fig.update_layout(height=max(260, 80 + 60 * len(ys)), margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      xaxis={"title": col or "", "type": "category"},
-                      yaxis={"title": row, "type": "category", "autorange": "reversed"})
-    return fig
+    heat = dict(type="heatmap", z=z, x=xs, y=ys, text=text, texttemplate="%{text}", colorscale=colorscale("Viridis"),
+                colorbar={"title": {"text": measure.replace("_", " ")}},
+                hovertemplate=f"{row}=%{{y}}<br>{col or ''}=%{{x}}<br>%{{text}}<extra></extra>")
+    if ranged:
+        heat.update(zmin=0, zmax=1)
+    # plotly's default template (no house style here), as go.Figure wrote it
+    return figure_from([heat], {"height": max(260, 80 + 60 * len(ys)), "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
+                                "xaxis": axis(col or "", type="category"),
+                                "yaxis": axis(row, type="category", autorange="reversed")})
 
 
 def cell_rows(cells: list[dict], by: list[str]) -> list[dict]:

@@ -106,9 +106,8 @@ def test_every_chart_gets_a_toolbar_band_above_its_legend_once():
 
     from cfl_ui import charts
     from cfl_ui import figures as F
-    from cfl_ui.palette import layout
 
-    fig = layout(go.Figure(go.Scatter(x=[0, 1], y=[0, 1], name="a")), height=300)
+    fig = F.figure_from([dict(type="scatter", x=[0, 1], y=[0, 1], name="a")], F.house(300))
     top, height = fig.layout.margin.t, fig.layout.height
     charts.with_toolbar_band(fig)
     charts.with_toolbar_band(fig)  # a figure drawn again (a view cached per round) is not moved twice
