@@ -11,6 +11,7 @@ Modules that never import Streamlit (unit-testable without a session):
     estimate         memory/time estimate of a request, and the limits
     palette          colours and symbols shared by every chart
     embedding        loss-vector embeddings (raw, PCA, UMAP) cached per run and round
+    umap_process     UMAP's layouts (and its numba compiling) in a process of their own
     figures          plotly figure builders
     algorithm_views  per-algorithm views (register yours there)
     partition_view   a partition's facts and sample images, before any training

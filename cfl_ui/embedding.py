@@ -17,10 +17,8 @@ computes only itself (UMAP) or one cheap linear projection (PCA).
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
-import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -239,7 +237,7 @@ def _umap_round(key, rnd, clients, mat, prev) -> np.ndarray:
         _, _, vt = np.linalg.svd(centred, full_matrices=False)
         out = centred @ vt[:2].T if vt.shape[0] >= 2 else np.column_stack([centred[:, 0], np.zeros(n)])
     else:
-        import umap  # imported only when asked for: its first use compiles (numba)
+        from .umap_process import layout
 
         init = "spectral"
         if prev is not None:
@@ -249,11 +247,7 @@ def _umap_round(key, rnd, clients, mat, prev) -> np.ndarray:
             init = np.array([prev_pts[where[c]] if c in where else centre for c in clients.tolist()], dtype=np.float32)
             init = init + np.random.default_rng(rnd).normal(0, 1e-3, init.shape)
             init = init.astype(np.float32)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            reducer = umap.UMAP(n_neighbors=max(2, min(10, n - 1)), min_dist=0.3, random_state=0, init=init,
-                                n_epochs=200)
-            out = reducer.fit_transform(mat)
+        out = layout(mat, init, max(2, min(10, n - 1)))  # in a process of its own (cfl_ui.umap_process)
     out = np.asarray(out, dtype=float)
     if key is not None:
         with _lock:
@@ -264,31 +258,26 @@ def _umap_round(key, rnd, clients, mat, prev) -> np.ndarray:
 
 
 UMAP_WARM_DELAY = 20.0  # s after the server starts: the first page views are drawn before the compiler runs
-UMAP_WARM_NICE = 5
 _warm_lock = threading.Lock()
 _warm_thread: threading.Thread | None = None
 
 
 def warm_umap(delay: float = UMAP_WARM_DELAY) -> threading.Thread:
-    """Import and compile UMAP in a background thread of the server (once per process); returns the thread.
+    """Start UMAP's layout process and compile UMAP there, `delay` s from now (once per server process); returns
+    the thread that waits for the delay and the warm-up.
 
-    UMAP's first use in a process imports it and compiles its numba code: ~18 s on a quiet 2-core CPU, about a
-    minute on a loaded one, and the teacher's first PCA -> UMAP switch paid all of it. Laying out a run's rounds
-    afterwards takes well under a second. The thread runs the very layout a page runs (a spectral start, then a
-    start from the previous round) on a dozen made-up loss vectors, a little below the pages' CPU priority."""
+    UMAP's first use imports it and compiles its numba code: 9-18 s on a quiet 2-core CPU, about a minute on a
+    loaded one, and the teacher's first PCA -> UMAP switch paid all of it. Laying out a run's rounds afterwards
+    takes well under a second. The compiling happens in the layout process (cfl_ui.umap_process), never in the
+    server's."""
     global _warm_thread
 
     def work():
         time.sleep(delay)
-        try:  # a little below the pages' threads; not the lowest: a page that asks for UMAP meanwhile waits for it
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), UMAP_WARM_NICE)  # this thread only (Linux)
-        except (AttributeError, OSError):
-            pass
         try:
-            clients = np.arange(12)
-            mat = np.random.default_rng(0).random((12, 4))
-            first = _umap_round(None, 0, clients, mat, None)
-            _umap_round(None, 1, clients, mat + 0.01, (clients, first))
+            from .umap_process import warm_up
+
+            warm_up().result()
         except Exception:
             pass  # only an optimisation: a page that asks for UMAP reports its own errors
 
