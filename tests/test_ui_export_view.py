@@ -32,16 +32,54 @@ def _app():
         R.metrics_csv, R.rounds_jsonl, S.snapshot = real
 
 
+def _pressed(app, made: str, button: str) -> tuple:
+    """The app run once (nothing made, no download), then its Export button pressed: (the test, the labels)."""
+    at = AppTest.from_function(app, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.get("download_button") and at.session_state[made] == []  # nothing made at a poll
+    at.button(key=button).click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at, {b.label for b in at.get("download_button")}
+
+
 def test_a_running_jobs_files_are_made_when_asked_for_and_again_at_the_next_press():
-    at = AppTest.from_function(_app, default_timeout=60).run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.get("download_button") and at.session_state["calls"] == []  # nothing made at a poll
-    at.button(key="pg.export_now").click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    labels = {b.label for b in at.get("download_button")}
+    at, labels = _pressed(_app, "calls", "pg.export_now")
     assert {"Per-round metrics (CSV)", "Config (JSON)", "Rounds (JSON lines)"} <= labels
     assert at.session_state["calls"] == [("csv", 4), ("jsonl", 4)]  # made now, eagerly, of the 4 rounds so far
     assert any("Rounds 0–3, as of" in c.value for c in at.caption)
     at.button(key="pg.export_now").click().run()
     assert at.session_state["calls"][-2:] == [("csv", 5), ("jsonl", 5)]  # again, with the round since
     assert at.button(key="pg.export_now").label == "Make them again (rounds since)"
+
+
+def _compare_exports_app():
+    import streamlit as st
+
+    import streamlit as st
+
+    from cfl_ui import compare_view as CV
+    from cfl_ui import export_view as X
+    from cfl_ui import live_view as LV
+    from cfl_ui import session as S
+    from cfl_ui.snapshots import RUNNING as RUN, UnitSnapshot as U
+    from tests.test_ui_server_load import _job, record
+
+    units = [U(ref=f"job-cmp/{a}", name=a, label=a, tags={}, config={"algorithm": a}, status=RUN,
+               records=tuple(record(r) for r in range(3)), total_rounds=9, summary=None, meta={}, error=None,
+               traceback=None, folder=None) for a in ("clove", "ifca")]
+    snap = _job("job-cmp", RUN, tuple(units))
+    made = st.session_state.setdefault("made", [])
+    real = (S.snapshot, CV.rounds_csv)
+    S.snapshot = lambda ref: snap
+    CV.rounds_csv = lambda us: made.append(tuple(u.name for u in us)) or real[1](us)
+    try:
+        LV.live_fragment("job-cmp", CV.render, initial_status=RUN)
+        X.running_exports("job-cmp", lambda s: list(s.units), "cmp.export", draw=CV.downloads)
+    finally:
+        S.snapshot, CV.rounds_csv = real
+
+
+def test_a_running_comparisons_files_are_made_on_demand_and_hold_every_algorithm():
+    at, labels = _pressed(_compare_exports_app, "made", "cmp.export.export_now")
+    assert {"Results table (CSV)", "Per-round metrics (CSV)"} <= labels
+    assert at.session_state["made"] == [("clove", "ifca")]  # one file of every algorithm's rounds, made now

@@ -143,43 +143,6 @@ def test_exports_of_a_running_job_are_made_on_demand_not_at_every_poll(live):
         assert at.session_state["calls"] == ["csv", "jsonl"] * 2
 
 
-def test_a_running_comparisons_files_are_made_on_demand_and_hold_every_algorithm():
-    at = AppTest.from_function(_compare_exports_app, default_timeout=60).run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.get("download_button") and at.session_state["made"] == []  # nothing made at a poll
-    at.button(key="cmp.export.export_now").click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert {"Results table (CSV)", "Per-round metrics (CSV)"} <= {b.label for b in at.get("download_button")}
-    assert at.session_state["made"] == [("clove", "ifca")]  # one file of every algorithm's rounds, made now
-
-
-def _compare_exports_app():
-    import streamlit as st
-
-    import streamlit as st
-
-    from cfl_ui import compare_view as CV
-    from cfl_ui import export_view as X
-    from cfl_ui import live_view as LV
-    from cfl_ui import session as S
-    from cfl_ui.snapshots import RUNNING as RUN, UnitSnapshot as U
-    from tests.test_ui_server_load import _job, record
-
-    units = [U(ref=f"job-cmp/{a}", name=a, label=a, tags={}, config={"algorithm": a}, status=RUN,
-               records=tuple(record(r) for r in range(3)), total_rounds=9, summary=None, meta={}, error=None,
-               traceback=None, folder=None) for a in ("clove", "ifca")]
-    snap = _job("job-cmp", RUN, tuple(units))
-    made = st.session_state.setdefault("made", [])
-    real = (S.snapshot, CV.rounds_csv)
-    S.snapshot = lambda ref: snap
-    CV.rounds_csv = lambda us: made.append(tuple(u.name for u in us)) or real[1](us)
-    try:
-        LV.live_fragment("job-cmp", CV.render, initial_status=RUN)
-        X.running_exports("job-cmp", lambda s: list(s.units), "cmp.export", draw=CV.downloads)
-    finally:
-        S.snapshot, CV.rounds_csv = real
-
-
 def test_the_export_files_hold_exactly_the_records_drawn():
     from cfl_ui import run_charts as R
     from cfl_ui.store import metrics_csv
