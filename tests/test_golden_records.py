@@ -2,14 +2,18 @@
 
 Each case is a small run on bundled data (CPU, seeded). Its records are compared
 as the run folder writes them (`RoundRecord.to_json`: floats at 6 significant
-digits), every field but the round's wall time. Regenerate only when a change of
-behaviour is intended and explained in its commit:
+digits), every field but the round's wall time: everything exactly but floats, which must agree to 1e-4
+relative (1e-7 absolute near 0). The same machine gives the same bytes; another CPU's kernels (AMD EPYC
+against Intel Xeon here) change the last of the 6 digits of some floats (at most 1.2e-5 relative, measured on 7 of
+the 16 cases, no assignment, count or cluster differing). Regenerate only when a change of behaviour is intended
+and explained in its commit:
 
     CFL_REGEN_GOLDEN=1 python -m pytest tests/test_golden_records.py
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -85,4 +89,28 @@ def test_records_match_golden(case):
     assert len(records) == len(golden["records"])
     for got, want in zip(records, golden["records"]):
         for name in sorted(set(want) | set(got)):
-            assert got.get(name) == want.get(name), f"{case}: round {want['round']}, field {name!r} differs"
+            assert same(got.get(name), want.get(name)), f"{case}: round {want['round']}, field {name!r} differs"
+
+
+REL, ABS = 1e-4, 1e-7
+
+
+def same(got, want) -> bool:
+    """Equal, floats within REL (ABS near 0): the same structure, the same ints, strings and booleans."""
+    if isinstance(want, float) or isinstance(got, float):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (got, want)):
+            return False
+        return got == want or math.isclose(got, want, rel_tol=REL, abs_tol=ABS)
+    if isinstance(want, dict):
+        return isinstance(got, dict) and got.keys() == want.keys() and all(same(got[k], want[k]) for k in want)
+    if isinstance(want, list):
+        return isinstance(got, list) and len(got) == len(want) and all(same(g, w) for g, w in zip(got, want))
+    return type(got) is type(want) and got == want
+
+
+def test_the_comparison_tolerates_only_the_last_digits_of_floats():
+    assert same({"a": [1.80291, 2]}, {"a": [1.80292, 2]})
+    assert not same({"a": [1.8029, 2]}, {"a": [1.8039, 2]})  # a real change of a loss
+    assert not same([1, 2], [1, 3]) and not same([1.0, 2], [1.0]) and not same({"a": 1}, {"b": 1})
+    assert not same(True, 1) and not same(None, 0.0) and not same("1.0", 1.0)
+    assert same(float("nan"), float("nan")) is False  # a NaN where a number was is a change
