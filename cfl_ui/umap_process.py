@@ -1,13 +1,13 @@
-"""UMAP layouts computed in a process of their own, so that compiling UMAP never slows the server's pages.
+"""UMAP layouts computed in a process of their own, so that compiling UMAP never holds the server's pages up.
 
 UMAP's first use in a process imports it and compiles its numba code: 9-18 s of CPU on this 2-core machine,
 mostly Python (numba's type inference) holding the interpreter lock. Done in a thread of the server (as the
-warm-up was), it competed with every page and with the event loop that answers `/_stcore/health`: with five
-browsers watching two jobs, the window with the warm-up in it measured health median / p90 0.50 / 5.2 s and a fresh
-page timing out at 90 s, against 0.065 / 0.46 s and no time-out without it (benchmarks/SERVER_LOAD.md, rows S-T).
-Here the layouts run in one helper process (from the training workers' fork server, started when first needed or
-warmed up at a lower CPU priority); a page's thread only waits for the answer, releasing the lock. The server keeps
-its per-round cache (cfl_ui.embedding): only the computation moves.
+warm-up was), it took the lock from every page and from the event loop that answers `/_stcore/health` for that
+long (benchmarks/SERVER_LOAD.md, row S; the larger cause of those rows, a full garbage collection after every
+script run, is switched off in .streamlit/config.toml and cfl_ui.serve). Here the layouts run in one helper
+process (from the training workers' fork server, started when first needed or by the warm-up, at nice 10); a
+page's thread only waits for the answer, without the lock. The server keeps its per-round cache
+(cfl_ui.embedding): only the computation moves.
 """
 from __future__ import annotations
 
