@@ -235,7 +235,7 @@ class Experiment:
         try:
             self.checkpoint_bytes = ckpt.save(self.folder / CHECKPOINT_FILE, tree, tensors)
         except OSError as exc:
-            raise RunFolderError(f"cannot write {self.folder / CHECKPOINT_FILE}: {exc.strerror or exc}") from None
+            raise self.writer.write_error(f"write {self.folder / CHECKPOINT_FILE}", exc) from None
 
     # -- facts ---------------------------------------------------------------
     def meta(self) -> dict:

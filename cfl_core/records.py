@@ -190,12 +190,21 @@ class RunWriter:
             if not same:
                 raise RunFolderError(f"{self.folder / ROUNDS_FILE} was deleted or replaced while the run was going")
 
+    def write_error(self, what: str, exc: OSError) -> RunFolderError:
+        """Why writing `what` failed: the folder's own state first (deleted, replaced or made read-only between the
+        check and the write), the system's reason otherwise."""
+        try:
+            self.check()
+        except RunFolderError as gone:
+            return gone
+        return RunFolderError(f"cannot {what}: {_reason(exc)}")
+
     def write_json(self, name: str, data: Any) -> None:
         self.check()
         try:
             write_json_atomic(self.folder / name, _clean(data))
         except OSError as exc:
-            raise RunFolderError(f"cannot write {self.folder / name}: {_reason(exc)}") from None
+            raise self.write_error(f"write {self.folder / name}", exc) from None
 
     def append(self, record: RoundRecord) -> None:
         self.check()
@@ -206,7 +215,7 @@ class RunWriter:
             self._rounds.flush()
             os.fsync(self._rounds.fileno())
         except OSError as exc:
-            raise RunFolderError(f"cannot append to {self.folder / ROUNDS_FILE}: {_reason(exc)}") from None
+            raise self.write_error(f"append to {self.folder / ROUNDS_FILE}", exc) from None
 
     def close(self) -> None:
         if self._rounds is not None:

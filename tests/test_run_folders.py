@@ -146,6 +146,30 @@ def test_a_folder_deleted_mid_run_stops_the_run_at_the_next_round(tmp_path):
     assert exp.status == "failed"
 
 
+@pytest.mark.parametrize("write", ["checkpoint", "rounds"])
+def test_a_folder_deleted_between_the_check_and_the_write_is_named_as_deleted(tmp_path, monkeypatch, write):
+    """The race CI once hit: the check passes, the folder goes, then a write fails; the error is still the
+    folder's deletion, not the system's "No such file or directory"."""
+    from cfl_core import checkpoint as ckpt
+    from cfl_core import records
+
+    folder = tmp_path / "x"
+    exp = Experiment(ExperimentConfig(algorithm="fedavg", rounds=6, **SMALL), out_dir=folder)
+    exp.step()
+
+    def gone(*args, **kwargs):
+        shutil.rmtree(folder)
+        raise FileNotFoundError(2, "No such file or directory")
+
+    if write == "checkpoint":
+        monkeypatch.setattr(ckpt, "save", gone)
+    else:
+        monkeypatch.setattr(records.RoundRecord, "to_json", lambda self: gone())
+    with pytest.raises(RunFolderError, match="was deleted while the run was going"):
+        exp.run()
+    assert not folder.exists() and exp.status == "failed"
+
+
 def test_a_folder_replaced_or_its_rounds_file_removed_stops_the_run(tmp_path):
     folder = tmp_path / "x"
     exp = Experiment(ExperimentConfig(algorithm="fedavg", rounds=6, **{**SMALL, "models": None}), out_dir=folder)

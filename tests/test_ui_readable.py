@@ -266,6 +266,38 @@ def test_the_server_warms_umap_up_once_in_a_process_of_its_own():
         assert not layouts._nb_optimize_layout_euclidean_single_epoch.signatures
 
 
+@pytest.mark.slow  # compiles UMAP again in the new process (~10 s on 2 cores)
+def test_a_killed_layout_process_is_started_again_for_the_next_layout():
+    import importlib.util
+    import os
+    import signal
+    import time
+
+    import numpy as np
+
+    if importlib.util.find_spec("umap") is None:
+        pytest.skip("umap-learn is not installed")
+    from cfl_ui import embedding as E
+    from cfl_ui import umap_process as U
+
+    first, _ = U.process_facts()
+    os.kill(first, signal.SIGKILL)  # out of memory, or killed by hand
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            os.kill(first, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{first}/stat") as f:
+            if f.read().split()[2] == "Z":
+                break
+        time.sleep(0.05)
+    points = E._umap_round(None, 0, np.arange(8), np.random.default_rng(1).random((8, 3)), None)
+    assert points.shape == (8, 2) and np.isfinite(points).all()  # the page's layout came, from a new process
+    again, compiled = U.process_facts()
+    assert again != first and compiled
+
+
 # -- in a real browser: a run's page and the client drill-down read well ----------------------------------------
 READ_SIZES = [(1366, 768), (800, 900)]
 
