@@ -80,12 +80,17 @@ def vline(lay: dict, x, line: dict, text: str | None = None) -> None:
                                                       y=1, yanchor="top", yref="y domain"))
 
 
-def hline(lay: dict, y, line: dict, text: str | None = None) -> None:
+def hline(lay: dict, y, line: dict, text: str | None = None, *, below_right: bool = False,
+          font: dict | None = None) -> None:
+    """The label above the line at its left (plotly's "top left"), or under it at its right (`below_right`)."""
     lay.setdefault("shapes", []).append(dict(type="line", x0=0, x1=1, xref="x domain", y0=y, y1=y, yref="y",
                                              line=line))
     if text is not None:
-        lay.setdefault("annotations", []).append(dict(text=text, showarrow=False, x=0, xanchor="left",
-                                                      xref="x domain", y=y, yanchor="bottom", yref="y"))
+        note = dict(text=text, showarrow=False, x=1 if below_right else 0, xanchor="right" if below_right else "left",
+                    xref="x domain", y=y, yanchor="top" if below_right else "bottom", yref="y")
+        if font is not None:
+            note["font"] = font
+        lay.setdefault("annotations", []).append(note)
 
 
 def vrect(lay: dict, x0, x1, text: str | None = None, **shape) -> None:
@@ -422,11 +427,9 @@ def metric_figure(series_list, metrics: list[str], height: int = 300, y_title: s
                 yaxis=axis(y_title or METRIC_TITLES.get(metrics[0], metrics[0]), gridcolor=GRID))
     if log_y:
         lay["yaxis"]["type"] = "log"
-    if target is not None:  # plotly's add_hline, written out: a line across the plot and its label
-        lay["shapes"] = [dict(type="line", line=dict(color="#999", dash="dash", width=1), x0=0, x1=1,
-                              xref="x domain", y0=target, y1=target, yref="y")]
-        lay["annotations"] = [dict(text=f"{target:g}", font=dict(size=10, color="#888"), showarrow=False, x=1,
-                                   xanchor="right", xref="x domain", y=target, yanchor="top", yref="y")]
+    if target is not None:  # a line across the plot, its value under it at the right
+        hline(lay, target, dict(color="#999", dash="dash", width=1), f"{target:g}", below_right=True,
+              font=dict(size=10, color="#888"))
     if metrics[0] in ("accuracy", "weighted_accuracy", "ari", "nmi") and not log_y:
         lo = min([0.0] + [v for s in series_list for m in metrics for v in _values(s.records, m)[1]
                           if v is not None])

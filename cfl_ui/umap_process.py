@@ -104,12 +104,3 @@ def _process_facts() -> tuple[int, int]:
 def process_facts() -> tuple[int, int]:
     """(pid of the layout process, how many of UMAP's layout kernels are compiled there) (tests)."""
     return _submit(_process_facts).result()
-
-
-def shutdown() -> None:
-    """Stop the layout process (tests)."""
-    global _pool
-    with _lock:
-        pool, _pool = _pool, None
-    if pool is not None:
-        pool.shutdown(wait=True, cancel_futures=True)
