@@ -20,6 +20,11 @@ from .controls import (ADVANCED_DATA, ADVANCED_DYNAMICS, ADVANCED_TRAIN, DATA_FI
 PARAM_SLOT = {"test_samples_per_client": "test_samples_per_client", "algorithms": "algorithm", "config": "general"}
 
 
+def section_key(prefix: str, section: str) -> str:
+    """The state key of a sidebar expander drawn only while open (`Panel.lazy_expander`): True = open."""
+    return key(prefix, f"_open_{section}")
+
+
 @dataclass
 class Panel:
     """Controls of one page; `slots` are the places where each field's message goes."""
@@ -70,6 +75,27 @@ class Panel:
             self.pair(names[i], names[i + 1], where)
         if len(names) % 2:
             self.widget(names[-1], where)
+
+    def lazy_expander(self, where, label: str, section: str, keys: list[str], slot_names: list[str]) -> bool:
+        """An expander whose widgets are drawn only while it is open; True when open (then draw into
+        `self.open_section`).
+
+        A closed expander's content is otherwise drawn anyway: the two sidebar expanders held 30 of the
+        Playground's 53 widgets, about half a second of a fresh page in chromium here. Opening or closing it
+        reruns the page. While closed, its values are kept: Streamlit drops the state of a widget that was not
+        drawn, unless the value is written back, which is what happens below; a message about one of its
+        fields goes right under the expander."""
+        section_box = where.expander(label, key=section_key(self.prefix, section), on_change="rerun")
+        if section_box.open:
+            self.open_section = section_box
+            return True
+        for k in keys:
+            if k in st.session_state:
+                st.session_state[k] = st.session_state[k]
+        slot = where.empty()
+        for name in slot_names:
+            self.slots[name] = slot
+        return False
 
     def general_slot(self, where=None):
         self.slots["general"] = (where or st.sidebar).empty()
@@ -127,11 +153,15 @@ class Panel:
         self.slots["options"] = where.empty()
         if not declared:
             return
-        with where.expander(f"{algorithm_label(algorithm)} options"):
+        keys = [option_key(self.prefix, algorithm, s.name) for s in declared]
+        for k, s in zip(keys, declared):
+            if k not in st.session_state:
+                st.session_state[k] = s.default
+        if not self.lazy_expander(where, f"{algorithm_label(algorithm)} options", f"options.{algorithm}", keys, ["options_inner"]):
+            return
+        with self.open_section:
             for s in declared:
                 k = option_key(self.prefix, algorithm, s.name)
-                if k not in st.session_state:
-                    st.session_state[k] = s.default
                 help_ = help_text(s) + (f" Empty: {s.none_means}." if s.optional else "")
                 if s.choices is not None:
                     choices = list(s.choices)
@@ -163,7 +193,11 @@ class Panel:
 
     def advanced_controls(self, where=None, *, training: bool = True, dynamics: bool = True) -> None:
         where = where or st.sidebar
-        with where.expander("More settings"):
+        names = [*ADVANCED_DATA, *(ADVANCED_TRAIN if training else ()), *(ADVANCED_DYNAMICS if dynamics else ())]
+        keys = [self.k(n) for n in names] + ([self.k("models_on")] if training else [])
+        if not self.lazy_expander(where, "More settings", "more", keys, names):
+            return
+        with self.open_section:
             st.markdown("**Data inside a cluster**")
             for name in ADVANCED_DATA:
                 self.widget(name, st)

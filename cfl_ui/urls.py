@@ -114,12 +114,21 @@ def share_link(params: dict) -> str:
     return qp.link(_current_url() or "http://localhost:8501/", params)
 
 
+LINK_OPEN = "cfl.link_box_open"
+
+
 def link_box(params: dict, note: str = "") -> None:
-    """The sidebar's "Link to this page": the page's whole state as a URL, with a copy button."""
-    with st.sidebar, st.expander("Link to this page", icon=":material/link:", expanded=False):
-        if note:
-            st.caption(note)  # the page's own words
-        st.code(share_link(params), language=None, wrap_lines=True)
+    """The sidebar's "Link to this page": the page's whole state as a URL, with a copy button.
+
+    Drawn only while the expander is open: `st.code`'s highlighter is the largest script a browser would
+    otherwise load and run on every fresh page (1.5 MB, about a quarter of a second here)."""
+    with st.sidebar:
+        box = st.expander("Link to this page", icon=":material/link:", key=LINK_OPEN, on_change="rerun")
+        if box.open:
+            with box:
+                if note:
+                    st.caption(note)  # the page's own words
+                st.code(share_link(params), language=None, wrap_lines=True)
 
 
 def app_url(query: dict | None = None, page: str = "") -> str:

@@ -36,3 +36,15 @@ def runs(tmp_path, monkeypatch):
     monkeypatch.setenv("CFL_RUNS_DIR", str(root))
     monkeypatch.setenv("CFL_UI_WARMUP", "0")
     return root
+
+
+def open_sections(at, prefix: str, *sections: str):
+    """Open sidebar expanders that draw their widgets only while open ("more" = More settings,
+    "options.<algorithm>" = an algorithm's options) and rerun; returns the AppTest."""
+    from cfl_ui.panel import section_key
+
+    for section in sections:
+        at.session_state[section_key(prefix, section)] = True
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

@@ -260,3 +260,33 @@ def test_compare_ifca_runs_and_sweeps_read_well_at_every_size(site):
             read_at(page, charts)
         finally:
             page.close()
+
+
+def test_closed_sidebar_sections_open_on_a_click_and_keep_their_values(site):
+    """"More settings" and "Link to this page" draw their content only once opened (lighter fresh pages): a click
+    opens them, a value set there survives closing and reopening, and the link comes with its copy button."""
+    url, browser = site
+    page = open_page(browser, url, (1366, 768))
+    try:
+        bar = page.locator('[data-testid="stSidebar"]')
+        batch = bar.get_by_role("spinbutton", name="Batch size", exact=True)
+        assert batch.count() == 0 and bar.locator('[data-testid="stCode"]').count() == 0
+        more = bar.locator("summary").filter(has_text="More settings")
+        more.click()
+        batch.wait_for(timeout=30000)
+        batch.fill("20")
+        batch.press("Enter")
+        B.settle(page)
+        more.click()  # closed: the widget is gone ...
+        batch.wait_for(state="detached", timeout=30000)
+        B.settle(page)
+        more.click()  # ... and back with the value set before
+        batch.wait_for(timeout=30000)
+        assert batch.input_value() == "20"
+        bar.locator("summary").filter(has_text="Link to this page").click()
+        code = bar.locator('[data-testid="stCode"]')
+        code.wait_for(timeout=30000)
+        assert "batch_size=20" in code.inner_text()
+        no_exception(page)
+    finally:
+        page.close()

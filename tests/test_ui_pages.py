@@ -10,7 +10,8 @@ from streamlit.testing.v1 import AppTest
 
 from cfl_core.config import ExperimentConfig
 from cfl_core.experiment import Experiment
-from tests.helpers import runs, shown  # noqa: F401  (runs: the runs-folder fixture)
+from cfl_ui.panel import section_key
+from tests.helpers import open_sections, runs, shown  # noqa: F401  (runs: the runs-folder fixture)
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SMALL = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 30, "rounds": 3, "local_epochs": 1}
@@ -46,6 +47,14 @@ def charts(at: AppTest) -> int:
 def set_values(at: AppTest, prefix: str, values: dict) -> AppTest:
     for name, value in values.items():
         at.number_input(key=f"{prefix}.{name}").set_value(value)
+    return ok(at.run())
+
+
+def open_link_box(at: AppTest) -> AppTest:
+    """Open the sidebar's "Link to this page" (its content is drawn only while open)."""
+    from cfl_ui.urls import LINK_OPEN
+
+    at.session_state[LINK_OPEN] = True
     return ok(at.run())
 
 
@@ -115,6 +124,40 @@ def test_playground_bad_config_shows_its_message_by_the_control_and_disables_run
     assert not errors(at) and not at.button(key="pg.run_btn").disabled
 
 
+def test_closed_sidebar_sections_draw_no_widgets_and_keep_their_values(runs):
+    """"More settings" and the algorithm's options are drawn only while open; closing them loses nothing."""
+    from cfl_ui.controls import values
+
+    at = ok(app())
+    keys = {w.key for w in [*at.number_input, *at.selectbox, *at.checkbox, *at.text_input]}
+    assert "pg.batch_size" not in keys and "pg.opt.clove.stable_rounds" not in keys  # closed at first
+    open_sections(at, "pg", "more", "options.clove")
+    at.number_input(key="pg.batch_size").set_value(20)
+    at.number_input(key="pg.opt.clove.stable_rounds").set_value(7)
+    ok(at.run())
+    for section in ("more", "options.clove"):
+        at.session_state[section_key("pg", section)] = False
+    ok(at.run())
+    assert "pg.batch_size" not in {w.key for w in at.number_input}  # closed again
+    ok(at.run())  # a later rerun (another widget, a fragment) must not drop them either
+    assert at.session_state["pg.batch_size"] == 20 and at.session_state["pg.opt.clove.stable_rounds"] == 7
+    assert at.query_params["batch_size"] == "20"  # and the link still carries it
+    open_sections(at, "pg", "more", "options.clove")
+    assert at.number_input(key="pg.batch_size").value == 20
+    assert at.number_input(key="pg.opt.clove.stable_rounds").value == 7
+
+
+def test_a_message_about_a_setting_in_a_closed_section_shows_under_it(runs):
+    at = ok(app())
+    at.session_state["pg.momentum"] = 5.0  # e.g. from an old session; More settings is closed
+    ok(at.run())
+    sidebar = list(at.sidebar.children.values())
+    where = next(i for i, e in enumerate(sidebar) if getattr(e, "label", "") == "More settings")
+    assert shown(sidebar[where + 1].value).startswith("momentum=5"), errors(at)  # right under the expander
+    assert at.button(key="pg.run_btn").disabled
+    assert "pg.momentum" not in {w.key for w in at.number_input}
+
+
 def test_playground_refuses_requests_too_large_with_the_estimate(runs):
     at = ok(app())
     set_values(at, "pg", {"rounds": 100000, "local_epochs": 500})
@@ -159,7 +202,8 @@ def test_playground_small_run_produces_the_charts_and_the_link(runs):
     assert any("finished" in m.value and "3 of 3 rounds" in m.value for m in at.markdown)
     assert (runs / ref / "summary.json").exists()
     assert at.button(key="pg.stop_btn").disabled and not at.button(key="pg.run_btn").disabled
-    link = next(c.value for c in at.code if "run=" in c.value)
+    assert not at.code  # the link is drawn only once its expander is opened
+    link = next(c.value for c in open_link_box(at).code if "run=" in c.value)
     assert f"run={ref}" in link and "dataset=digits" in link
 
 
@@ -296,7 +340,7 @@ def test_partitions_page(runs):
     at = ok(app("pages/partitions.py"))
     assert charts(at) == 4  # classes per cluster, sizes, labels per client, sample images
     assert any(e.label == "Link to this page" for e in at.sidebar.expander)
-    link = next(c.value for c in at.code if c.value.startswith("http"))
+    link = next(c.value for c in open_link_box(at).code if c.value.startswith("http"))
     assert "partition=" in link and "dataset=" in link  # the link carries the page's settings
     at.selectbox(key="part.preset").set_value("Label swaps (concept shift)")
     ok(at.run())
@@ -428,6 +472,8 @@ def test_compare_page_keeps_each_algorithms_own_options(runs):
     at = ok(app("pages/compare.py"))
     at.multiselect(key="cmp.algos").set_value(["flexcfl", "fedgroup"])
     ok(at.run())
+    assert not any(s.key and ".opt." in s.key for s in at.selectbox)  # closed: options drawn only when open
+    open_sections(at, "cmp", "options.flexcfl", "options.fedgroup")
     at.selectbox(key="cmp.opt.flexcfl.measure").set_value("madc")
     ok(at.run())
     assert at.selectbox(key="cmp.opt.fedgroup.measure").value == "edc"  # FedGroup keeps its own setting
@@ -435,5 +481,6 @@ def test_compare_page_keeps_each_algorithms_own_options(runs):
     # the link brings each algorithm's options back to its own expander
     again = ok(app("pages/compare.py", {"algos": "flexcfl,fedgroup",
                                         "algo_options": json.dumps({"fedgroup": {"measure": "madc"}})}))
+    open_sections(again, "cmp", "options.flexcfl", "options.fedgroup")
     assert again.selectbox(key="cmp.opt.fedgroup.measure").value == "madc"
     assert again.selectbox(key="cmp.opt.flexcfl.measure").value == "edc"

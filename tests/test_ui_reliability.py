@@ -17,7 +17,7 @@ from cfl_core.experiment import Experiment
 from cfl_ui import manager as M
 from cfl_ui import snapshots as S
 from cfl_ui.store import delete_job, list_rows, load_job
-from tests.helpers import shown
+from tests.helpers import open_sections, shown
 from tests.test_ui_pages import runs  # noqa: F401  (the fixture: a fresh runs folder for the dashboard)
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -99,7 +99,7 @@ def test_markdown_in_a_link_is_shown_as_literal_text(runs, page, key):
 def test_strings_are_never_booleans_in_a_link(runs):
     at = app(query={"unsupervised": "yes"})
     assert any("unsupervised='yes' in the link was ignored" in shown(w.value) for w in at.warning)
-    assert at.checkbox(key="pg.unsupervised").value is False
+    assert open_sections(at, "pg", "more").checkbox(key="pg.unsupervised").value is False
 
 
 # -- damaged and hostile folders ------------------------------------------------------------------------------
