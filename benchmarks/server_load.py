@@ -10,7 +10,7 @@ Run on a long Playground job, and more sessions that open those jobs by their
 link, until `--sessions` sessions watch the running jobs. While they watch it
 measures, for `--seconds`:
 
-- the health check: GET /_stcore/health every 0.5 s (latency of each answer);
+- the health check: GET /_stcore/health every 0.5 s from a process of its own (latency of each answer);
 - the server's page: every 6 s a fresh session asks for the Playground over
   Streamlit's own protocol (GET /, open /_stcore/stream, ask for a run) and the
   time until the server has sent all of it ("script finished") is recorded: the
@@ -113,6 +113,17 @@ def descendants(root: int) -> set[int]:
             seen.add(pid)
             todo += children.get(pid, [])
     return seen
+
+
+def health_probe(url: str) -> None:
+    """`--health-probe URL`: GET /_stcore/health every 0.5 s until terminated, printing "sent-at latency" lines."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+        sent = time.time()
+        print(f"{sent:.3f} {health(url):.4f}", flush=True)
+        time.sleep(0.5)
 
 
 def health(url: str) -> float:
@@ -252,7 +263,11 @@ def main() -> int:
                     help="CPU priority of the watching sessions' chromium: as the benchmark's, or idle (Linux's "
                          "SCHED_IDLE, through `chrt --idle 0`: it runs when nothing else wants a core). The fresh "
                          "page loads always use a browser of their own at the benchmark's priority")
+    ap.add_argument("--health-probe", metavar="URL", help=argparse.SUPPRESS)  # the probe's own process
     args = ap.parse_args()
+    if args.health_probe:
+        health_probe(args.health_probe)
+        return 0
     from playwright.sync_api import sync_playwright
 
     runs = Path(tempfile.mkdtemp(prefix="cfl-load-")) / "runs"
@@ -291,13 +306,23 @@ def main() -> int:
             ticks0, t0 = cpu_ticks(), time.time()
             wire0 = [(w.frames, w.bytes) for w in wires]
             healths: list[float] = []
+            health_times: list[float] = []  # when each probe was sent (time.time())
             loads: list[float] = []
             stop = threading.Event()
 
+            # the probe runs in a process of its own: in a thread here it waited for this process's interpreter
+            # lock, which Playwright's event handling (five watchers' frames) holds in bursts
+            prober_proc = subprocess.Popen([sys.executable, str(HERE / "server_load.py"), "--health-probe", url],
+                                           stdout=subprocess.PIPE, text=True)
+
             def poll_health():
-                while not stop.is_set():
-                    healths.append(health(url))
-                    stop.wait(0.5)
+                stop.wait()
+                prober_proc.terminate()
+                out, _ = prober_proc.communicate(30)
+                for line in out.splitlines():
+                    at_s, latency = line.split()
+                    healths.append(float(latency))
+                    health_times.append(float(at_s))
 
             served: list[float] = []
 
@@ -312,7 +337,8 @@ def main() -> int:
             pager.start()
             deadline = time.time() + args.seconds
             while time.time() < deadline:
-                loads.append(page_load(prober, url))
+                began = time.time() - t0
+                loads.append({"began": round(began, 1), **page_load(prober, url)})  # began: seconds into the window
                 time.sleep(max(0.0, min(8.0, deadline - time.time())))
             stop.set()
             poller.join(70)
@@ -340,7 +366,11 @@ def main() -> int:
         totals = [ld["total"] for ld in loads]
         result.update({
             "watchers": args.watchers,
-            "health_s": summary(healths), "server_page_s": summary(served), "page_load_s": summary(totals),
+            "health_s": summary(healths),
+            "window_started": round(t0, 3),  # time.time() when the measured window began
+            "health_slowest": sorted(((round(lat, 3), round(at - t0, 1)) for lat, at in zip(healths, health_times)),
+                                     reverse=True)[:5],  # (seconds, when: seconds into the window)
+            "server_page_s": summary(served), "page_load_s": summary(totals),
             "page_loads": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in ld.items()} for ld in loads],
             "watching_sessions_received": got,
             "load_during": [round(v, 2) for v in os.getloadavg()],

@@ -91,8 +91,7 @@ def preview(values: dict, key: str) -> bool:
         return False
     # made once per setting for every session (every fresh Playground draws it)
     with st.container(key=f"cfl-preview-{key}".replace(".", "-")):
-        st.markdown(cached(("preview", repr(setting(values))), lambda: image_grid_html(data["rows"][:4])),
-                    unsafe_allow_html=True)
+        st.html(cached(("preview", repr(setting(values))), lambda: image_grid_html(data["rows"][:4])))
     st.caption(data["note"])
     return True
 

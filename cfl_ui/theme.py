@@ -92,7 +92,7 @@ SIDEBAR_JS = """
 
 
 def apply_theme() -> None:
-    st.markdown(CSS, unsafe_allow_html=True)
+    st.html(CSS)  # style only: Streamlit applies it without drawing an element (and needs no markdown plugin)
     with st.container(key="cfl-sidebar-js"):  # hidden: only its script matters
         st.html(SIDEBAR_JS, unsafe_allow_javascript=True)
 
@@ -108,15 +108,17 @@ def presenter_toggle() -> bool:
                    "Switch it off here to get the sidebar back.")
     on = st.session_state[PRESENT_ON]
     if on:
-        st.markdown(PRESENT_CSS, unsafe_allow_html=True)
+        st.html(PRESENT_CSS)
     return on
 
 
 def page_header(title: str, lead: str) -> None:
-    """The page's title and lead, with the Presenter-mode switch beside the title."""
+    """The page's title and lead, with the Presenter-mode switch beside the title.
+
+    `lead` is HTML (no markdown: <b>, <code>), drawn with st.html: markdown holding HTML makes a fresh page's
+    browser load and run Streamlit's raw-HTML markdown plugin, which st.html does not need."""
     # a row that wraps: the switch keeps its whole label, beside the title or under it in a narrow window
     with st.container(horizontal=True, vertical_alignment="bottom", horizontal_alignment="distribute"):
         st.markdown(f"## {title}", width="content")
         presenter_toggle()
-    st.markdown(f"<div class='cfl-muted' style='margin-top:-0.6rem;margin-bottom:0.6rem'>{lead}</div>",
-                unsafe_allow_html=True)
+    st.html(f"<div class='cfl-muted' style='margin-top:-0.6rem;margin-bottom:0.6rem'>{lead}</div>")

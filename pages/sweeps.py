@@ -22,8 +22,8 @@ SEL_KEY = f"{P}.selected"
 REFRESH_S = 2.0
 
 page_header("Sweeps",
-            "Grids of runs — from `python -m cfl_core sweep` or started here — with their progress, a heatmap of any "
-            "measure over two swept fields, and every run one click from the Playground.")
+            "Grids of runs — from <code>python -m cfl_core sweep</code> or started here — with their progress, a "
+            "heatmap of any measure over two swept fields, and every run one click from the Playground.")
 root = runs_dir()
 
 

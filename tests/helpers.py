@@ -48,3 +48,18 @@ def open_sections(at, prefix: str, *sections: str):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def html_texts(at) -> list[str]:
+    """The HTML of every st.html element drawn (the page's lead, the Playground's sample images), and of the
+    style-only ones, which Streamlit puts in its hidden "event" block (the theme's and Presenter mode's CSS)."""
+    found = []
+
+    def walk(node):
+        for child in getattr(node, "children", {}).values():
+            if type(child).__name__ == "Html":
+                found.append(child.proto.body)
+            walk(child)
+
+    walk(at._tree)  # every block: AppTest's own lookups skip the event block
+    return found

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from cfl_core.config import ExperimentConfig
 from cfl_core.experiment import Experiment
 from cfl_ui.panel import section_key
-from tests.helpers import open_sections, runs, shown  # noqa: F401  (runs: the runs-folder fixture)
+from tests.helpers import html_texts, open_sections, runs, shown  # noqa: F401  (runs: the runs-folder fixture)
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SMALL = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 30, "rounds": 3, "local_epochs": 1}
@@ -86,7 +86,7 @@ def test_playground_loads_with_the_default_preset(runs):
     assert not at.button(key="pg.run_btn").disabled
     assert at.button(key="pg.pause_btn").disabled and at.button(key="pg.stop_btn").disabled
     assert charts(at) == 0  # no plotly chart before a run: the clients' sample images are HTML
-    assert any("cfl-preview" in m.value and "<img " in m.value for m in at.markdown)
+    assert any("cfl-preview" in h and "<img " in h for h in html_texts(at))
     assert any("Estimate:" in c.value for c in at.caption)
     assert at.query_params["dataset"] == "digits" and at.query_params["algorithm"] == "clove"
 

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from cfl_ui import figures as F
 from cfl_ui import live_view as L
 from cfl_ui.snapshots import RUNNING, UnitSnapshot
+from tests.helpers import html_texts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -168,7 +169,7 @@ def test_the_playgrounds_preview_is_built_once_for_every_session(tmp_path, monke
         at.query_params.update(query)
         at.run()
         assert not at.exception, [e.value for e in at.exception]
-        images = [m.value for m in at.markdown if "cfl-preview" in m.value]
+        images = [h for h in html_texts(at) if "cfl-preview" in h]
         # one block of images, each with its caption, a row per cluster
         assert len(images) == 1 and images[0].count("<img ") == images[0].count("<figcaption") >= 4
         assert "cluster 0" in images[0] and "cluster 1" in images[0]

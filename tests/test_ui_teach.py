@@ -78,6 +78,7 @@ def test_elapsed_time_leaves_out_paused_time(manager):
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.test_ui_pages import APP, ok, runs  # noqa: E402,F401  (runs: the pages' runs-folder fixture)
+from tests.helpers import html_texts  # noqa: E402
 
 
 def run_preset(preset: str, values: dict, page: str | None = None, prefix: str = "pg"):
@@ -166,7 +167,7 @@ def test_runs_page_keeps_a_side_by_side_run_whole_and_delete_clears_the_selectio
     assert list(table["id"]).count(pair.id) == 1 and not any(i.startswith(pair.id + "/") for i in table["id"])
     assert table[table["id"] == pair.id]["algorithm"].iloc[0] == "ifca vs clove"
     assert len([m for m in at.metric if m.label == "ARI"]) == 2  # both algorithms, side by side
-    header = next(m.value for m in at.markdown if "Every run saved in" in m.value)
+    header = next(h for h in html_texts(at) if "Every run saved in" in h)
     assert f"<code>{runs}</code>" in header and "`" not in header  # the folder as code, not literal backticks
     at.button(key="runs.delete").click()
     ok(at.run())
@@ -241,10 +242,10 @@ def test_presenter_mode_hides_the_sidebar_and_enlarges(runs):
     at = AppTest.from_file(APP, default_timeout=90)
     ok(at.run())
     toggle = at.toggle(key="cfl.present")
-    assert toggle.value is False and not any(_hides_the_sidebar(m.value) for m in at.markdown)
+    assert toggle.value is False and not any(_hides_the_sidebar(h) for h in html_texts(at))
     toggle.set_value(True)
     ok(at.run())
-    css = [m.value for m in at.markdown if _hides_the_sidebar(m.value)]
+    css = [h for h in html_texts(at) if _hides_the_sidebar(h)]
     assert css and "zoom:" in css[0]
     ok(at.switch_page("pages/lessons.py").run())
     assert at.toggle(key="cfl.present").value is True  # it stays on from page to page
