@@ -307,7 +307,7 @@ def main() -> int:
             wire0 = [(w.frames, w.bytes) for w in wires]
             healths: list[float] = []
             health_times: list[float] = []  # when each probe was sent (time.time())
-            loads: list[float] = []
+            loads: list[dict] = []
             stop = threading.Event()
 
             # the probe runs in a process of its own: in a thread here it waited for this process's interpreter

@@ -76,9 +76,9 @@ class Panel:
         if len(names) % 2:
             self.widget(names[-1], where)
 
-    def lazy_expander(self, where, label: str, section: str, keys: list[str], slot_names: list[str]) -> bool:
-        """An expander whose widgets are drawn only while it is open; True when open (then draw into
-        `self.open_section`).
+    def lazy_expander(self, where, label: str, section: str, keys: list[str], slot_names: list[str]):
+        """An expander whose widgets are drawn only while it is open: the expander to draw into when open,
+        else None.
 
         A closed expander's content is otherwise drawn anyway: the two sidebar expanders held 30 of the
         Playground's 53 widgets, about half a second of a fresh page in chromium here. Opening or closing it
@@ -87,15 +87,14 @@ class Panel:
         fields goes right under the expander."""
         section_box = where.expander(label, key=section_key(self.prefix, section), on_change="rerun")
         if section_box.open:
-            self.open_section = section_box
-            return True
+            return section_box
         for k in keys:
             if k in st.session_state:
                 st.session_state[k] = st.session_state[k]
         slot = where.empty()
         for name in slot_names:
             self.slots[name] = slot
-        return False
+        return None
 
     def general_slot(self, where=None):
         self.slots["general"] = (where or st.sidebar).empty()
@@ -157,9 +156,11 @@ class Panel:
         for k, s in zip(keys, declared):
             if k not in st.session_state:
                 st.session_state[k] = s.default
-        if not self.lazy_expander(where, f"{algorithm_label(algorithm)} options", f"options.{algorithm}", keys, ["options_inner"]):
+        section = self.lazy_expander(where, f"{algorithm_label(algorithm)} options", f"options.{algorithm}", keys,
+                                     ["options_inner"])
+        if section is None:
             return
-        with self.open_section:
+        with section:
             for s in declared:
                 k = option_key(self.prefix, algorithm, s.name)
                 help_ = help_text(s) + (f" Empty: {s.none_means}." if s.optional else "")
@@ -195,9 +196,10 @@ class Panel:
         where = where or st.sidebar
         names = [*ADVANCED_DATA, *(ADVANCED_TRAIN if training else ()), *(ADVANCED_DYNAMICS if dynamics else ())]
         keys = [self.k(n) for n in names] + ([self.k("models_on")] if training else [])
-        if not self.lazy_expander(where, "More settings", "more", keys, names):
+        section = self.lazy_expander(where, "More settings", "more", keys, names)
+        if section is None:
             return
-        with self.open_section:
+        with section:
             st.markdown("**Data inside a cluster**")
             for name in ADVANCED_DATA:
                 self.widget(name, st)
