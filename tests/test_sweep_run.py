@@ -191,3 +191,43 @@ def test_compare_is_a_sweep_and_the_same_command_again_runs_nothing(tmp_path):
     # other flags into the same folder: compare overwrites, as it always did
     assert main([a if a != "2" or args[i - 1] != "--rounds" else "3" for i, a in enumerate(args)]) == 0
     assert load_run(tmp_path / "oracle").summary["rounds_completed"] == 3
+
+
+DRIVER = """
+import json, sys, time
+from cfl_core.sweep.executors import LocalExecutor
+executor = LocalExecutor(workers=2)
+pids = sorted({f.result(timeout=240)["pid"] for f in executor.warm()})
+print(json.dumps(pids), flush=True)
+time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie waiting for a parent that reaps it counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc (Linux)")
+def test_a_sweep_driver_killed_with_sigkill_leaves_no_workers_behind(tmp_path):
+    # SIGKILL gives the driver no chance to shut its pool down; its workers must notice and end by themselves
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        pids = json.loads(proc.stdout.readline())
+        assert len(pids) == 2 and all(_running(pid) for pid in pids)
+        os.kill(proc.pid, signal.SIGKILL)  # the driver alone: its workers stay in the process group
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_running(pid) for pid in pids), "pool workers outlived their killed driver"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the group, pass or fail
+        except ProcessLookupError:
+            pass
