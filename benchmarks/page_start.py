@@ -1,9 +1,11 @@
 """How long a fresh dashboard server's first page takes to be interactive in chromium.
 
-    python benchmarks/page_start.py [--loads 5] [--server serve,streamlit] [--json FILE]
+    python benchmarks/page_start.py [--loads 5] [--server serve,streamlit,floor] [--json FILE]
 
 Per load: a fresh server (`python -m cfl_ui.serve`, what `make run` starts, or plain
-`streamlit run app.py`) on a free port, started and waited for until its health endpoint answers;
+`streamlit run app.py`; `floor`: plain `streamlit run` of a page holding only the dashboard's page
+settings, a title and a Run button in the sidebar: what Streamlit itself costs this browser and
+machine, the floor under any page) on a free port, started and waited for until its health endpoint answers;
 then a fresh chromium context opens the landing page (app.py: the Playground). Interactive = the
 app's script has finished its first run (Streamlit's `data-test-script-state` is no longer
 `running`/`initial`) with the Playground's Run button drawn and enabled. The figure is the browser's
@@ -53,11 +55,23 @@ def page_view(browser, url: str, timeout: float) -> float:
         context.close()
 
 
+# the floor: Streamlit's own cost for a page with the dashboard's settings and a Run button, nothing else
+FLOOR_APP = """import streamlit as st
+st.set_page_config(page_title="floor", layout="wide", initial_sidebar_state="expanded")
+st.sidebar.button("Run")
+st.title("Playground")
+"""
+
+
 def one_load(browser, kind: str, timeout: float, second_view: bool) -> dict:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as runs:
+        app = None
+        if kind == "floor":
+            app = Path(runs) / "floor_app.py"
+            app.write_text(FLOOR_APP)
         began = time.perf_counter()
-        with streamlit_server(runs, preload=(kind == "serve"), timeout=timeout) as url:
+        with streamlit_server(runs, preload=(kind == "serve"), timeout=timeout, app=app) as url:
             listening = time.perf_counter() - began
             first = page_view(browser, url, timeout)
             second = page_view(browser, url, timeout) if second_view else None
@@ -72,14 +86,15 @@ def summary(values: list[float]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--loads", type=int, default=5, help="fresh servers per kind (default 5)")
-    ap.add_argument("--server", default="serve", help="serve (make run), streamlit (plain streamlit run), or both")
+    ap.add_argument("--server", default="serve", help="serve (make run), streamlit (plain streamlit run), floor "
+                                                      "(a bare Streamlit page with a Run button), comma-separated")
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--second-view", action="store_true", help="also time a second page view on each server")
     ap.add_argument("--json", metavar="FILE", help="write every load as JSON")
     o = ap.parse_args(argv)
     kinds = [k.strip() for k in o.server.split(",") if k.strip()]
-    if not kinds or any(k not in ("serve", "streamlit") for k in kinds) or o.loads < 1:
-        ap.error("--server takes serve and/or streamlit; --loads at least 1")
+    if not kinds or any(k not in ("serve", "streamlit", "floor") for k in kinds) or o.loads < 1:
+        ap.error("--server takes serve, streamlit and/or floor; --loads at least 1")
     from playwright.sync_api import sync_playwright
 
     rows = []

@@ -37,17 +37,20 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def streamlit_server(runs_dir: str | os.PathLike, port: int | None = None, log_path: str | None = None,
-                     timeout: float = 90.0, env: dict | None = None, preload: bool = True):
+                     timeout: float = 90.0, env: dict | None = None, preload: bool = True,
+                     app: str | os.PathLike | None = None):
     """The dashboard headless on a free port; yields the base URL; stops it (by its pid) after.
 
     `preload`: start it as `make run` does (`python -m cfl_ui.serve`: libraries imported before
-    the server listens); otherwise plain `streamlit run app.py`."""
+    the server listens); otherwise plain `streamlit run app.py`. `app`: plain `streamlit run` of that
+    script instead of the dashboard (a benchmark's reference page)."""
     port = port or free_port()
     full_env = {**os.environ, "CFL_RUNS_DIR": str(runs_dir), **(env or {})}
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), full_env.get("PYTHONPATH")]))
     log = open(log_path, "w") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(
-        [sys.executable, "-m", *(["cfl_ui.serve"] if preload else ["streamlit", "run", str(REPO / "app.py")]),
+        [sys.executable, "-m", *(["cfl_ui.serve"] if preload and app is None
+                                 else ["streamlit", "run", str(app or REPO / "app.py")]),
          "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
         cwd=str(REPO), env=full_env, stdout=log, stderr=subprocess.STDOUT)
