@@ -141,3 +141,28 @@ def test_evaluate_uses_each_clients_own_model():
         n = int(fed.n_test[c])
         out = spec.forward(start[owners[c] : owners[c] + 1], fed.x_test[c : c + 1, :n])[0]
         assert abs(float((out.argmax(1) == fed.y_test[c, :n]).float().mean()) - float(few.accuracy[c])) < 1e-6
+
+
+def test_evaluating_every_client_in_order_equals_evaluating_them_picked_out():
+    # all clients in order read their test data as slices; any other selection gathers it: the same numbers
+    fed, spec, ids, start = _setup("mlp", (1, 8, 8), 10, "classification", clients=7)
+    engine = Engine(spec, fed, TrainConfig(), seed=0)
+    engine.eval_samples = 2 * int(fed.x_test.shape[1])  # chunks of two clients: the slices cross chunk borders
+    owners = torch.tensor([0, 1, 0, 1, 1, 0, 1])
+    whole = engine.evaluate(start[:2], owners)
+    order = torch.tensor([6, 3, 0, 5, 1, 4, 2])
+    picked = engine.evaluate(start[:2], owners[order], order)  # other chunks: other products, rounding apart
+    assert torch.allclose(whole.loss[order], picked.loss, atol=1e-6)
+    assert torch.equal(whole.accuracy[order], picked.accuracy)
+    some = engine.evaluate(start[:2], owners[:4], torch.arange(4))  # gathered, in the same chunks: exactly equal
+    assert torch.equal(whole.loss[:4], some.loss) and torch.equal(whole.accuracy[:4], some.accuracy)
+
+
+def test_accuracy_takes_the_first_of_tied_maxima_in_either_layout():
+    from cfl_core.engine.models import CROSS_ENTROPY, per_sample_correct
+
+    logits = torch.tensor([[[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]]])  # ties: classes 1 and 2, then 0 and 1
+    y = torch.tensor([[1, 0]])
+    weight_major = logits.transpose(1, 2).contiguous().transpose(1, 2)  # the dense families' strided view
+    assert per_sample_correct(CROSS_ENTROPY, logits, y).tolist() == [[1.0, 1.0]]
+    assert per_sample_correct(CROSS_ENTROPY, weight_major, y).tolist() == [[1.0, 1.0]]

@@ -373,9 +373,13 @@ class Engine:
         mask_all = fed.test_mask()
         chunk = self._eval_chunk(n_max)
         models = models.to(device)
+        # every client in order (each round's evaluation): a chunk's test data is a slice of the federation's,
+        # read where it is instead of gathered (a copy of every test sample a round)
+        in_order = bool(torch.equal(clients, torch.arange(len(clients)))) and len(clients) == fed.num_clients
         for lo in range(0, len(clients), chunk):
             ids, owners = clients[lo : lo + chunk].to(device), model_of[lo : lo + chunk].to(device)
-            x, y, mask = fed.x_test[ids], fed.y_test[ids], mask_all[ids]
+            part = slice(lo, lo + len(ids)) if in_order else ids
+            x, y, mask = fed.x_test[part], fed.y_test[part], mask_all[part]
             if models.shape[0] <= 16:
                 # few models: one big batch per model, no per-client parameter copies
                 out_loss = torch.zeros(len(ids), n_max, device=device)
