@@ -11,19 +11,25 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 
 
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux /proc), None where it cannot be read."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command name (state first), None where it cannot be read."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
             text = fh.read()
     except OSError:
         return None
     # the command name (field 2) is in parentheses and may hold spaces: count fields after its end
-    fields = text[text.rfind(")") + 2:].split()
-    return fields[19] if len(fields) > 19 else None
+    return text[text.rfind(")") + 2:].split()
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux /proc), None where it cannot be read."""
+    fields = _stat_fields(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
 
 
 def process_identity() -> dict:
@@ -44,3 +50,32 @@ def is_alive(identity) -> bool | None:
     if started is None:
         return None
     return _start_time(pid) == started  # None (no such process) or another start time: not that process
+
+
+def exit_with(pid: int | None = None, poll_seconds: float = 0.5) -> None:
+    """End this process soon after process `pid` (None: this process's parent) is gone.
+
+    For helper processes that wait on a queue for work: when whoever feeds them is killed (SIGKILL, the
+    out-of-memory killer) they never learn it and wait forever, each holding its libraries in memory; a
+    sweep's pool workers and the dashboard's UMAP process did. A daemon thread polls the watched process's
+    identity (pid and start time, a dead one's zombie counting as gone) and ends this one with os._exit.
+    Where /proc cannot be read, only a parent's death shows (this process gets another parent).
+    """
+    parent = os.getppid()
+    watched = parent if pid is None else pid
+    identity = {"host": socket.gethostname(), "pid": watched, "pid_started": _start_time(watched)}
+
+    def gone() -> bool:
+        if pid is None and os.getppid() != parent:
+            return True
+        fields = _stat_fields(watched)
+        if fields is not None and fields[0] in ("Z", "X"):
+            return True  # dead, not yet reaped
+        return is_alive(identity) is False
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(poll_seconds)
+        os._exit(1)  # nothing to flush: such a helper writes no files, and its answers had nobody to go to
+
+    threading.Thread(target=watch, name="cfl-exit-with", daemon=True).start()

@@ -18,6 +18,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
+from cfl_core.liveness import exit_with
+
 NICE = 10  # as the training workers: below the pages and the event loop (a page asking for a layout waits for it)
 
 _lock = threading.Lock()
@@ -28,7 +30,12 @@ class LayoutProcessGone(RuntimeError):
     """The layout process ended without answering twice in a row (killed, out of memory)."""
 
 
-def _lower_priority(nice: int) -> None:
+def _start_process(nice: int, server_pid: int) -> None:
+    """The layout process's initializer: below the pages in priority, and ended with the server.
+
+    Its parent is the fork server, which lives as long as any process it forked holds its "alive" pipe, this
+    one included: a server killed with SIGKILL left both waiting forever (found after the load benchmark)."""
+    exit_with(server_pid)
     try:
         os.nice(nice)
     except OSError:
@@ -53,8 +60,8 @@ def _executor() -> ProcessPoolExecutor:
 
     with _lock:
         if _pool is None:
-            _pool = ProcessPoolExecutor(max_workers=1, mp_context=context(), initializer=_lower_priority,
-                                        initargs=(NICE,))
+            _pool = ProcessPoolExecutor(max_workers=1, mp_context=context(), initializer=_start_process,
+                                        initargs=(NICE, os.getpid()))
         return _pool
 
 

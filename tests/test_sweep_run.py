@@ -197,7 +197,9 @@ DRIVER = """
 import json, sys, time
 from cfl_core.sweep.executors import LocalExecutor
 executor = LocalExecutor(workers=2)
-pids = sorted({f.result(timeout=240)["pid"] for f in executor.warm()})
+for warmed in executor.warm():
+    warmed.result(timeout=240)
+pids = sorted(executor._pool._processes)  # every worker the pool started, whichever ran the warm-ups
 print(json.dumps(pids), flush=True)
 time.sleep(600)
 """

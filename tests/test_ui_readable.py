@@ -367,3 +367,51 @@ def test_a_run_and_its_client_drilldown_read_well_in_the_browser(tmp_path):
                 page.close()
         finally:
             browser.close()
+
+
+LAYOUT_DRIVER = """
+import json, os, time
+from cfl_ui import umap_process as U
+pid = U._submit(os.getpid).result(timeout=240)  # starts the layout process, as a server's first layout does
+print(json.dumps(pid), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_server_killed_with_sigkill_leaves_no_layout_process_or_fork_server_behind():
+    # the layout process's parent is the fork server, which lives while any process it forked holds its
+    # "alive" pipe: both waited forever after a killed server until the layout process watched the server itself
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def running(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except OSError:
+            return False
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, "-c", LAYOUT_DRIVER], cwd=root, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        layout = json.loads(proc.stdout.readline())
+        with open(f"/proc/{layout}/stat") as f:
+            fork_server = int(f.read().rsplit(")", 1)[1].split()[1])
+        assert fork_server != proc.pid and running(layout) and running(fork_server)
+        os.kill(proc.pid, signal.SIGKILL)  # the server alone
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while (running(layout) or running(fork_server)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not running(layout), "the layout process outlived the killed server"
+        assert not running(fork_server), "the fork server outlived the killed server"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -15,10 +15,11 @@ from __future__ import annotations
 import os
 import platform
 import socket
-import threading
 import time
 import traceback
 from collections import OrderedDict
+
+from ..liveness import exit_with
 
 _SETUPS: OrderedDict = OrderedDict()  # this worker's last set-ups: runs with equal data_key() share one
 _KEEP_SETUPS = 2
@@ -54,25 +55,8 @@ def init_worker(threads: int) -> None:
     the process that started the pool."""
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[name] = str(threads)
-    exit_with_parent()
+    exit_with()  # a driver killed with SIGKILL cannot shut its pool down: its workers would wait forever
     pin_threads(threads)
-
-
-def exit_with_parent(poll_seconds: float = 0.5) -> None:
-    """End this process soon after its parent is gone.
-
-    A sweep's driver killed with SIGKILL (or by the out-of-memory killer) cannot shut its pool down: its
-    workers then waited on their queue forever, each holding torch in memory. A thread watching the parent's
-    pid works whichever thread started the worker (Linux's PR_SET_PDEATHSIG fires when that *thread* ends,
-    and a server's kept pool outlives the job thread that made it)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll_seconds)
-        os._exit(1)  # nothing to flush: a worker writes no files, its results went to the dead parent
-
-    threading.Thread(target=watch, name="cfl-exit-with-parent", daemon=True).start()
 
 
 def warm_worker() -> dict:
