@@ -1,4 +1,5 @@
-"""Which process writes a run, and whether it still lives: a run folder's heartbeat.
+"""Which process writes a run, and whether it still lives: a run folder's heartbeat; and helpers that end
+when the process they serve is gone (`exit_with`).
 
 A writer records its process identity (host, pid and the process's start time,
 so a pid reused by a later process is not mistaken for it). A reader on the
@@ -58,8 +59,8 @@ def exit_with(pid: int | None = None, poll_seconds: float = 0.5) -> None:
     For helper processes that wait on a queue for work: when whoever feeds them is killed (SIGKILL, the
     out-of-memory killer) they never learn it and wait forever, each holding its libraries in memory; a
     sweep's pool workers and the dashboard's UMAP process did. A daemon thread polls the watched process's
-    identity (pid and start time, a dead one's zombie counting as gone) and ends this one with os._exit.
-    Where /proc cannot be read, only a parent's death shows (this process gets another parent).
+    identity (pid and start time, a dead one's zombie counting as gone; without /proc, whether the pid
+    exists) and ends this one with os._exit.
     """
     parent = os.getppid()
     watched = parent if pid is None else pid
@@ -69,9 +70,15 @@ def exit_with(pid: int | None = None, poll_seconds: float = 0.5) -> None:
         if pid is None and os.getppid() != parent:
             return True
         fields = _stat_fields(watched)
-        if fields is not None and fields[0] in ("Z", "X"):
-            return True  # dead, not yet reaped
-        return is_alive(identity) is False
+        if fields is not None:  # dead but not yet reaped, or the pid reused by a later process
+            return fields[0] in ("Z", "X") or is_alive(identity) is False
+        try:
+            os.kill(watched, 0)  # no /proc entry (gone), or no /proc at all: ask the kernel
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False  # it exists, only not ours to signal
+        return False
 
     def watch() -> None:
         while not gone():
