@@ -63,3 +63,23 @@ def html_texts(at) -> list[str]:
 
     walk(at._tree)  # every block: AppTest's own lookups skip the event block
     return found
+
+
+def process_running(pid: int) -> bool:
+    """Whether `pid` is a live process (Linux /proc; a zombie waiting for a parent that reaps it counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_until_ended(pids, seconds: float = 15.0) -> list[int]:
+    """Poll until none of `pids` runs or `seconds` pass; returns those still running."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while any(process_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [pid for pid in pids if process_running(pid)]

@@ -17,6 +17,7 @@ from cfl_core.sweep import SweepSpec, run_sweep
 from cfl_core.sweep.executors import executor_from_environment
 from cfl_core.sweep.folder import POINT_FILE, SweepFolder
 from cfl_core.sweep.status import list_sweeps, sweep_status
+from tests.helpers import process_running, wait_until_ended
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 20, "rounds": 2}
@@ -205,15 +206,6 @@ time.sleep(600)
 """
 
 
-def _running(pid: int) -> bool:
-    """Whether `pid` is a live process (a zombie waiting for a parent that reaps it counts as ended)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc (Linux)")
 def test_a_sweep_driver_killed_with_sigkill_leaves_no_workers_behind(tmp_path):
     # SIGKILL gives the driver no chance to shut its pool down; its workers must notice and end by themselves
@@ -221,13 +213,10 @@ def test_a_sweep_driver_killed_with_sigkill_leaves_no_workers_behind(tmp_path):
                             start_new_session=True)
     try:
         pids = json.loads(proc.stdout.readline())
-        assert len(pids) == 2 and all(_running(pid) for pid in pids)
+        assert len(pids) == 2 and all(process_running(pid) for pid in pids)
         os.kill(proc.pid, signal.SIGKILL)  # the driver alone: its workers stay in the process group
         proc.wait()
-        deadline = time.monotonic() + 15
-        while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(_running(pid) for pid in pids), "pool workers outlived their killed driver"
+        assert not wait_until_ended(pids), "pool workers outlived their killed driver"
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the group, pass or fail

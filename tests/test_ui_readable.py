@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from cfl_core.partition import PARTITIONS
-from tests.helpers import runs, shown  # noqa: F401  (runs: the runs-folder fixture)
+from tests.helpers import process_running, runs, shown, wait_until_ended  # noqa: F401  (runs: the runs-folder fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 APP = str(REPO / "app.py")
@@ -386,14 +386,6 @@ def test_a_server_killed_with_sigkill_leaves_no_layout_process_or_fork_server_be
     import signal
     import subprocess
     import sys
-    import time
-
-    def running(pid):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-        except OSError:
-            return False
 
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.Popen([sys.executable, "-c", LAYOUT_DRIVER], cwd=root, stdout=subprocess.PIPE, text=True,
@@ -402,14 +394,12 @@ def test_a_server_killed_with_sigkill_leaves_no_layout_process_or_fork_server_be
         layout = json.loads(proc.stdout.readline())
         with open(f"/proc/{layout}/stat") as f:
             fork_server = int(f.read().rsplit(")", 1)[1].split()[1])
-        assert fork_server != proc.pid and running(layout) and running(fork_server)
+        assert fork_server != proc.pid and process_running(layout) and process_running(fork_server)
         os.kill(proc.pid, signal.SIGKILL)  # the server alone
         proc.wait()
-        deadline = time.monotonic() + 15
-        while (running(layout) or running(fork_server)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not running(layout), "the layout process outlived the killed server"
-        assert not running(fork_server), "the fork server outlived the killed server"
+        left = wait_until_ended([layout, fork_server])
+        assert layout not in left, "the layout process outlived the killed server"
+        assert fork_server not in left, "the fork server outlived the killed server"
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -375,7 +375,7 @@ class Engine:
         models = models.to(device)
         # every client in order (each round's evaluation): a chunk's test data is a slice of the federation's,
         # read where it is instead of gathered (a copy of every test sample a round)
-        in_order = bool(torch.equal(clients, torch.arange(len(clients)))) and len(clients) == fed.num_clients
+        in_order = len(clients) == fed.num_clients and bool(torch.equal(clients, torch.arange(len(clients))))
         for lo in range(0, len(clients), chunk):
             ids, owners = clients[lo : lo + chunk].to(device), model_of[lo : lo + chunk].to(device)
             part = slice(lo, lo + len(ids)) if in_order else ids
