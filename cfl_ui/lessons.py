@@ -71,13 +71,13 @@ def loss_matrix(rec):
 
 def lowest_loss_ari(rec) -> float | None:
     """ARI of the lowest-loss rule (each client to its argmin model) against the truth, at this round."""
-    from sklearn.metrics import adjusted_rand_score
+    from cfl_core.scores import adjusted_rand
 
     mat = loss_matrix(rec)
     if mat is None or not rec.true_clusters:
         return None
     truth = [rec.true_clusters[c] for c in rec.participants]
-    return float(adjusted_rand_score(truth, mat.argmin(axis=1)))
+    return adjusted_rand(truth, mat.argmin(axis=1))
 
 
 # -- lesson 1: one model is not enough -------------------------------------------------------------------
