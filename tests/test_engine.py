@@ -73,6 +73,40 @@ def test_schedule_walks_every_sample_once_per_epoch_and_ignores_padding():
         assert torch.equal(torch.bincount(used, minlength=n), torch.full((n,), 2))  # each sample once an epoch
 
 
+def _schedule_step_by_step(n_train, ids, seed, stream, cfg):
+    """The schedule's definition, one step at a time: at step s a client takes batch s mod its steps per epoch of
+    its order for epoch s div its steps per epoch, while it has epochs left (the order: its sample keys sorted)."""
+    n = n_train.tolist()
+    n_max = max(1, max(n))
+    batch = max(1, min(cfg.batch_size, n_max))
+    per_epoch = [max(1, -(-k // batch)) for k in n]
+    steps = cfg.local_epochs * max(per_epoch)
+    idx = torch.zeros(steps, len(n), batch, dtype=torch.int64)
+    valid = torch.zeros(steps, len(n), batch, dtype=torch.bool)
+    for i, k in enumerate(n):
+        orders = [sorted(range(k), key=lambda j: int(sample_keys(seed, stream, ids[i:i + 1], e, n_max)[0, j]))
+                  for e in range(cfg.local_epochs)]
+        for s in range(steps):
+            epoch, first = min(s // per_epoch[i], cfg.local_epochs - 1), (s % per_epoch[i]) * batch
+            for b in range(batch):
+                pos = first + b
+                if s < cfg.local_epochs * per_epoch[i] and pos < k:
+                    idx[s, i, b], valid[s, i, b] = orders[epoch][pos], True
+    return idx, valid
+
+
+@pytest.mark.parametrize("sizes,epochs,batch", [((5, 33), 2, 7), ((1, 12), 3, 4), ((8, 8), 1, 20), ((0, 9), 2, 3)])
+def test_the_schedule_is_its_step_by_step_definition(sizes, epochs, batch):
+    n_train = torch.tensor([sizes[0], sizes[1], (sizes[0] + sizes[1]) // 2, sizes[1]])
+    ids = torch.tensor([3, 0, 7, 11])
+    cfg = TrainConfig(local_epochs=epochs, batch_size=batch)
+    sched = batch_schedule(n_train, ids, 5, 2, cfg)
+    idx, valid = _schedule_step_by_step(n_train, ids, 5, 2, cfg)
+    assert torch.equal(sched.valid, valid)
+    assert torch.equal(sched.idx[valid], idx[valid])  # padding positions hold some in-range row, never used
+    assert int(sched.idx.max()) < max(sizes)
+
+
 def test_a_clients_batches_do_not_depend_on_who_else_trains():
     fed = random_federation(6, (1, 8, 8), 10)
     cfg = TrainConfig(batch_size=8)

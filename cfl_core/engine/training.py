@@ -126,18 +126,15 @@ def batch_schedule(n_train: torch.Tensor, client_ids: torch.Tensor, seed: int, s
         keys = torch.where(positions[None, :] < n[:, None], keys, torch.full_like(keys, 1 << 40))
         perms.append(torch.argsort(keys, dim=1, stable=True))
     perms = torch.stack(perms) if perms else torch.zeros(0, clients, n_max, dtype=torch.int64)
-    idx = torch.zeros(total_steps, clients, batch, dtype=torch.int64)
-    valid = torch.zeros(total_steps, clients, batch, dtype=torch.bool)
-    rows = torch.arange(clients)
-    offsets = torch.arange(batch)
-    for s in range(total_steps):
-        epoch = torch.clamp(s // steps_per_epoch, max=cfg.local_epochs - 1)
-        start = (s % steps_per_epoch) * batch
-        pos = start[:, None] + offsets[None, :]
-        active = (s < cfg.local_epochs * steps_per_epoch) & (n > 0)
-        valid[s] = active[:, None] & (pos < n[:, None])
-        idx[s] = perms[epoch[:, None], rows[:, None], pos.clamp(max=n_max - 1)]
-    return BatchSchedule(idx, valid)
+    # every step at once ([steps, clients, batch]; a loop over the steps cost ~10% of a 100-client round):
+    # step s of a client is batch s mod its steps per epoch of epoch s div it
+    step = torch.arange(total_steps)[:, None]
+    epoch = torch.clamp(step // steps_per_epoch, max=max(cfg.local_epochs - 1, 0))
+    pos = ((step % steps_per_epoch) * batch)[:, :, None] + torch.arange(batch)
+    active = (step < cfg.local_epochs * steps_per_epoch) & (n > 0)
+    valid = active[:, :, None] & (pos < n[None, :, None])
+    idx = perms[epoch[:, :, None], torch.arange(clients)[None, :, None], pos.clamp(max=n_max - 1)]
+    return BatchSchedule(idx.contiguous(), valid)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
