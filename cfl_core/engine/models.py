@@ -77,7 +77,9 @@ class MLP(ModelSpec):
         return self.head(p, self.features(p, x))
 
     def features(self, p, x):
-        return torch.relu(batched_linear(x.flatten(2), p["fc1.weight"], p["fc1.bias"]))
+        # ReLU in place on the fresh product (nothing else holds it; its backward needs only the result): out of
+        # place it writes another [C, B, hidden] tensor, ~15% of a 1000-client evaluation
+        return batched_linear(x.flatten(2), p["fc1.weight"], p["fc1.bias"]).relu_()
 
     def reference_module(self):
         d = math.prod(self.input_shape)
@@ -105,8 +107,8 @@ class Autoencoder(ModelSpec):
     def apply(self, p, x):
         h = x.flatten(2)
         for layer in ("enc1", "enc2", "dec1"):
-            h = torch.relu(batched_linear(h, p[f"{layer}.weight"], p[f"{layer}.bias"]))
-        return torch.sigmoid(batched_linear(h, p["dec2.weight"], p["dec2.bias"]))
+            h = batched_linear(h, p[f"{layer}.weight"], p[f"{layer}.bias"]).relu_()  # in place: see MLP.features
+        return batched_linear(h, p["dec2.weight"], p["dec2.bias"]).sigmoid_()
 
     def reference_module(self):
         d = math.prod(self.input_shape)
