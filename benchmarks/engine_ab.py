@@ -34,9 +34,15 @@ sys.path.insert(0, str(REPO))
 
 def extract_base(rev: str, into: Path) -> None:
     """`rev`'s cfl_core, as the package `cfl_base` under `into`."""
+    # resolved to a commit id first: a name starting with "-" would otherwise reach git as an option
+    found = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", "--end-of-options",
+                            f"{rev}^{{commit}}"], capture_output=True, text=True)
+    if rev.startswith("-") or found.returncode:
+        raise SystemExit(f"engine_ab: cannot read revision {rev!r}: not a commit of {REPO}")
     archive = into / "base.tar"
     with open(archive, "wb") as out:
-        done = subprocess.run(["git", "-C", str(REPO), "archive", rev, "cfl_core"], stdout=out, stderr=subprocess.PIPE)
+        done = subprocess.run(["git", "-C", str(REPO), "archive", found.stdout.strip(), "cfl_core"], stdout=out,
+                              stderr=subprocess.PIPE)
     if done.returncode:
         raise SystemExit(f"engine_ab: cannot read revision {rev!r}: {done.stderr.decode().strip()}")
     with tarfile.open(archive) as tar:

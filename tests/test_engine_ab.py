@@ -29,5 +29,8 @@ def test_an_unknown_revision_or_bad_counts_get_one_line():
     done = run("--base", "no-such-revision", "--repeats", "2")
     assert done.returncode != 0 and "cannot read revision 'no-such-revision'" in done.stderr
     assert "Traceback" not in done.stderr
+    done = run("--base=--output=/tmp/engine-ab-must-not-exist", "--repeats", "2")  # never an option for git
+    assert done.returncode != 0 and "cannot read revision" in done.stderr
+    assert not Path("/tmp/engine-ab-must-not-exist").exists()
     done = run("--base", "HEAD", "--repeats", "1")
     assert done.returncode == 2 and "--repeats needs at least 2" in done.stderr
