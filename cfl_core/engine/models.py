@@ -164,6 +164,7 @@ def per_sample_loss(kind: str, output: torch.Tensor, x: torch.Tensor, y: torch.T
 def per_sample_correct(kind: str, output: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:
     if kind != CROSS_ENTROPY:
         return None  # regression and reconstruction have no accuracy
-    # contiguous first: the dense families' logits are a transposed view, and argmax along a strided dimension
-    # ran ~50x slower (1.3 ms for 4,080 x 10 values); the same values, so the same first-maximum indices
+    # contiguous first: logits can be a transposed view (the dense layers' weight-major layout under autograd),
+    # and argmax along a strided dimension ran ~50x slower (1.3 ms for 4,080 x 10 values); the same values, so
+    # the same first-maximum indices
     return (output.contiguous().argmax(-1) == y).float()
