@@ -177,6 +177,15 @@ def test_symlinks_in_the_runs_folder_are_never_followed(runs, tmp_path):
 
 
 # -- a folder deleted mid-run; a crashed server -------------------------------------------------------------
+def delete_running(folder: Path) -> None:
+    """Delete a running job's folder, gone from its place at once (moved out, then removed): shutil.rmtree alone
+    races the worker's next write and fails with "Directory not empty" when a file appears between its listing
+    and its rmdir."""
+    moved = folder.parent.parent / f"deleted-{folder.name}"
+    os.rename(folder, moved)
+    shutil.rmtree(moved, ignore_errors=True)
+
+
 def test_a_folder_deleted_mid_run_fails_the_job_at_the_next_round_without_bringing_it_back(runs):
     manager = M.JobManager(runs, max_running=1)
     try:
@@ -184,12 +193,8 @@ def test_a_folder_deleted_mid_run_fails_the_job_at_the_next_round_without_bringi
         deadline = time.time() + 120
         while manager.snapshot(job.id).rounds_done < 2 and time.time() < deadline:
             time.sleep(0.01)
-        # gone from its place at once (moved out, then removed): rmtree alone races the worker's next write,
-        # failing with "Directory not empty" when a file appears between its listing and its rmdir
-        moved = runs.parent / f"deleted-{job.id}"
-        os.rename(runs / job.id, moved)
+        delete_running(runs / job.id)
         gone_at = manager.snapshot(job.id).rounds_done
-        shutil.rmtree(moved, ignore_errors=True)
         assert job.join(60)
         snap = manager.snapshot(job.id)
         # rmtree removes the files before the folder: the round that notices may find the folder or only its
@@ -216,7 +221,7 @@ def test_the_page_shows_a_lost_folder_as_the_runs_error(runs):
     deadline = time.time() + 120
     while job.snapshot().rounds_done < 1 and time.time() < deadline:
         time.sleep(0.01)
-    shutil.rmtree(runs / ref)
+    delete_running(runs / ref)
     assert job.join(60)
     at.run()
     assert any("The run failed" in e.value and "was deleted while the run was going" in shown(e.value)
