@@ -14,6 +14,7 @@ $(STAMP): requirements.txt requirements-test.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -r requirements.txt -r requirements-test.txt
+	$(PY) -m cfl_core.engine.native
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -141,6 +141,10 @@ def machine_facts(device: torch.device) -> dict:
     }
     if device.type == "cuda":
         facts["gpu"] = torch.cuda.get_device_name(device)
+    else:
+        from ..engine import native
+
+        facts["dense_training"] = native.status()  # the compiled kernel or the torch path (and why)
     try:
         facts["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     except (ValueError, OSError, AttributeError):

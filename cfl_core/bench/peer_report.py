@@ -138,6 +138,7 @@ def markdown(report: PeerReport, command: str) -> str:
         f"Machine: {f['cpu']} ({f['cpu_count']} logical CPUs"
         + (f", {f['memory_gib']} GiB RAM" if "memory_gib" in f else "") + f"); Python {f['python']}  ",
         f"Versions: {versions}  ",
+        *([f"CFL Lab's MLP trains with: {f['dense_training']}  "] if f.get("dense_training") else []),
         f"Run: {f.get('written_at') or time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {report.seconds:.0f} s "
         f"in all; load average "
         f"(1/5/15 min) before {f['load_before']}, after {f['load_after']}; CPUs kept busy by other processes "

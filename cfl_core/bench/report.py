@@ -62,6 +62,8 @@ def markdown(report: BenchReport, command: str) -> str:
         "",
         f"Command: `{command}`  ",
         f"Machine: {machine}  ",
+        *([f"Dense models (MLP, logistic regression) train on the CPU with: {f['dense_training']}  "]
+          if f.get("dense_training") else []),
         f"Run: {time.strftime('%Y-%m-%d %H:%M %Z')}, {report.seconds:.0f} s in all; load average (1/5/15 min) "
         f"before {f['load_before']}, after {f['load_after']}"
         + ("" if f.get("other_cpus") is None else

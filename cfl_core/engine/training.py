@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import native
 from .federation import Federation
 from .models import ModelSpec, per_sample_loss
 from .objective import Objective, feature_penalty
@@ -345,6 +346,12 @@ def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients
         objective = None
     if objective is not None:
         objective = objective.to(device)
+    if objective is None and memory is None and cfg.optimizer == "sgd":
+        # plain SGD of a dense ReLU stack on the CPU: the compiled kernel, where it is built (native/)
+        loss = native.train(spec, params, fed.x_train, fed.y_train, clients, schedule.idx, schedule.valid,
+                            cfg.lr, cfg.momentum, cfg.weight_decay)
+        if loss is not None:
+            return params, loss
     opt = _BatchedOptimizer(cfg, params, spec, objective.lr_scale if objective is not None else None)
     if memory is not None:
         if objective is not None and objective.meta is not None:
