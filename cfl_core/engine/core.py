@@ -13,6 +13,7 @@ import torch
 
 from ..errors import Diverged
 from . import aggregate, summaries
+from .allocator import keep_freed_memory
 from .federation import Federation
 from .models import ModelSpec, per_sample_correct, per_sample_loss
 from .objective import Objective
@@ -63,6 +64,7 @@ class Engine:
         self.aggregation = aggregation
         self.memory_budget = memory_budget_mb * 2**20
         self.traffic = TrafficLedger(spec.bytes_per_model, fed.num_clients)
+        keep_freed_memory()  # rounds reuse freed memory instead of faulting fresh pages in (allocator.py)
 
     # -- sizing -----------------------------------------------------------
     def _train_chunk(self) -> int:
