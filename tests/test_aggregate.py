@@ -59,3 +59,18 @@ def test_group_means_report_which_groups_had_weight():
     means, trained = A.group_means(sums, totals)
     assert torch.equal(means, torch.tensor([[2.0], [0.0]]))
     assert trained.tolist() == [True, False]
+
+
+def test_the_product_and_the_index_add_give_the_same_sums():
+    # up to GEMM_GROUPS groups add_weighted sums with one matrix product, beyond with index_add (a model per client)
+    gen = torch.Generator().manual_seed(1)
+    for k in (1, 4, A.GEMM_GROUPS, A.GEMM_GROUPS + 1, 300):
+        n = max(2 * k, 9)
+        rows = torch.randn(n, 33, generator=gen)
+        groups = torch.randint(0, k, (n,), generator=gen)
+        weights = torch.rand(n, generator=gen) * 80
+        sums, totals = A.zero_sums(torch.zeros(k, 33))
+        A.add_weighted(sums, totals, rows, groups, weights)
+        want = torch.zeros(k, 33, dtype=torch.float64).index_add_(0, groups, rows.double() * weights.double()[:, None])
+        assert torch.allclose(sums.double(), want, rtol=1e-5, atol=1e-4), k
+        assert torch.allclose(totals.double(), torch.zeros(k, dtype=torch.float64).index_add_(0, groups, weights.double()))
