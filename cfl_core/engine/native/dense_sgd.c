@@ -24,6 +24,9 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 /* Eight floats, in registers (GCC's and clang's vector extension; without AVX the compiler uses two
    halves). `uvec` is the same at any float's address, for loads and stores. */
@@ -73,12 +76,39 @@ static void prefetch_part(const void *from, int64_t bytes, int64_t part, int64_t
     for (int64_t l = part * per; l < (part + 1) * per && l < lines; ++l) __builtin_prefetch(base + 64 * l, 1, 3);
 }
 
-/* The layer 0 weights [out][in] <-> their transpose [in][out], in 8 x 8 tiles (no long strided runs) */
+#if defined(__AVX__)
+/* One 8 x 8 tile: to[c][r] = from[r][c], in registers (the usual unpack / shuffle / permute sequence). */
+static void transpose8(float *restrict to, int64_t tstep, const float *restrict from, int64_t fstep) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(from + i * fstep);
+    for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_ps(to + i * tstep, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+        _mm256_storeu_ps(to + (i + 4) * tstep, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+    }
+}
+#endif
+
+/* The layer 0 weights [out][in] <-> their transpose [in][out], in 8 x 8 tiles (a pure copy: every value
+   lands unchanged, whichever way the tiles are moved) */
 static void transpose(float *restrict to, const float *restrict from, int64_t rows, int64_t cols) {
     for (int64_t r0 = 0; r0 < rows; r0 += 8)
-        for (int64_t c0 = 0; c0 < cols; c0 += 8)
+        for (int64_t c0 = 0; c0 < cols; c0 += 8) {
+#if defined(__AVX__)
+            if (r0 + 8 <= rows && c0 + 8 <= cols) {
+                transpose8(to + c0 * rows + r0, rows, from + r0 * cols + c0, cols);
+                continue;
+            }
+#endif
             for (int64_t r = r0; r < r0 + 8 && r < rows; ++r)
                 for (int64_t c = c0; c < c0 + 8 && c < cols; ++c) to[c * rows + r] = from[r * cols + c];
+        }
 }
 
 /* out[j] = init[j] (0 when init is NULL) + sum_k coef[k * cstep] * rows[k * rstep + j], for j < n.
