@@ -149,6 +149,15 @@ def wait_text(page, text: str, timeout: float = 120.0) -> None:
     page.get_by_text(text).first.wait_for(timeout=timeout * 1000)
 
 
+def wait_finished(page, text: str, timeout: float = 180.0) -> None:
+    """Until a status line holds `text` and says finished. The page is searched afresh at every check: a rerun
+    may draw the status line as a new element, and a handle to the old one would never see 'finished'."""
+    page.wait_for_function(
+        "(text) => Array.from(document.querySelectorAll('[data-testid=\"stMarkdownContainer\"]'))"
+        ".some(el => el.innerText.includes(text) && el.innerText.includes('finished'))",
+        arg=text, timeout=timeout * 1000)
+
+
 # What a reader of the page can read, measured in the browser (a teacher's 1366-, 1024- or 800-px window):
 #   clipped:  headline numbers, their deltas and widget labels cut short (an element whose text is wider than its
 #             box; not in a collapsed sidebar)

@@ -38,9 +38,7 @@ def test_signature_preset_runs_in_the_browser(tmp_path, launcher):
             B.settle(page)
             B.click_button(page, "Run")
             B.wait_text(page, "20 of 20 rounds each", 240)  # IFCA and CLoVE
-            status = page.locator('[data-testid="stMarkdownContainer"]').filter(has_text="20 of 20 rounds each").first
-            page.wait_for_function("(el) => el.innerText.includes('finished')", arg=status.element_handle(),
-                                   timeout=60000)
+            B.wait_finished(page, "20 of 20 rounds each", 60)
             B.settle(page)
             page.locator(".js-plotly-plot").nth(7).wait_for(timeout=60000)
 

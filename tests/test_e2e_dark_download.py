@@ -124,9 +124,8 @@ def test_dark_preference_gives_a_readable_dark_playground_and_lesson(site, tmp_p
     url, browser = site
     with run_started(browser, url, SMALL, tmp_path / "dark.png", color_scheme="dark",
                      viewport={"width": 1366, "height": 768}) as page:
-        line = status_line(page, "4 of 4 rounds")
-        page.wait_for_function("(el) => el.innerText.includes('finished')", arg=line.element_handle(),
-                               timeout=300000)
+        status_line(page, "4 of 4 rounds")
+        B.wait_finished(page, "4 of 4 rounds", 300)
         page.locator(".js-plotly-plot").nth(3).wait_for(timeout=120000)
         B.settle(page, 120)
         found = dark_and_readable(page, {"metric", "caption", "chart"})

@@ -61,10 +61,7 @@ def open_page(browser, url: str, size) -> object:
 
 def finished(page, text: str, timeout: float = 180) -> None:
     """Until the status line holds `text` and says finished."""
-    status = page.locator('[data-testid="stMarkdownContainer"]').filter(has_text=text).first
-    status.wait_for(timeout=timeout * 1000)
-    page.wait_for_function("(el) => el.innerText.includes('finished')", arg=status.element_handle(),
-                           timeout=timeout * 1000)
+    B.wait_finished(page, text, timeout)
 
 
 def sidebar_collapsed(page, want: bool) -> None:
