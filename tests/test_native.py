@@ -190,3 +190,18 @@ def test_only_dense_cross_entropy_stacks_are_taken():
     assert shapes["logreg"] == [(64, 10, 0, 640)]
     assert shapes["cnn"] is None and shapes["autoencoder"] is None
     assert native.dense_layers(build_model("linreg", (10,), 1, "regression")) is None
+
+
+@needs_kernel
+def test_the_kernels_chunks_are_larger_and_the_torch_paths_stay_cache_sized(monkeypatch):
+    from cfl_core.engine.core import Engine
+
+    fed = random_federation(2, (1, 8, 8), 10)
+    spec = build_model("mlp", (1, 8, 8), 10, "classification")
+    kernel = Engine(spec, fed, TrainConfig(), 0)._train_chunk()
+    torch_sized = Engine.train_param_bytes // (4 * spec.dim)
+    assert kernel == Engine.kernel_param_bytes // (4 * spec.dim) > torch_sized
+    assert Engine(spec, fed, TrainConfig(optimizer="adam"), 0)._train_chunk() == torch_sized
+    assert Engine(spec, fed, TrainConfig(), 0)._train_chunk(kernel_may_train=False) == torch_sized
+    monkeypatch.setenv("CFL_NATIVE", "0")
+    assert Engine(spec, fed, TrainConfig(), 0)._train_chunk() == torch_sized
