@@ -205,3 +205,13 @@ def test_the_kernels_chunks_are_larger_and_the_torch_paths_stay_cache_sized(monk
     assert Engine(spec, fed, TrainConfig(), 0)._train_chunk(kernel_may_train=False) == torch_sized
     monkeypatch.setenv("CFL_NATIVE", "0")
     assert Engine(spec, fed, TrainConfig(), 0)._train_chunk() == torch_sized
+
+
+@needs_kernel
+def test_a_damaged_cached_library_is_built_again(fresh_build):
+    target = native._target(native._compiler(), native.FLAG_SETS[0])
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"not a shared library")
+    assert native.library() is not None, native.status()
+    assert str(target) in native.status()
+    assert target.read_bytes() != b"not a shared library"

@@ -83,48 +83,74 @@ def _compiler() -> str | None:
     return None
 
 
+def _target(compiler: str, flags: tuple[str, ...]) -> Path:
+    """The cached library's path for this source, these flags, this compiler and this CPU."""
+    key = hashlib.sha256(b"\0".join([SOURCE.read_bytes(), " ".join(flags).encode(), compiler.encode(),
+                                     _cpu_identity().encode()])).hexdigest()[:16]
+    return cache_dir() / f"dense_sgd-{key}.so"
+
+
+def _compile(compiler: str, flags: tuple[str, ...], target: Path) -> str | None:
+    """Build `target`; None when it worked, else one line saying why."""
+    tmp = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # built beside its final name, then renamed: processes building at once never load half a file
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+        os.close(fd)
+        done = subprocess.run([compiler, *flags, "-o", tmp, str(SOURCE), "-lm"],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            return (f"{os.path.basename(compiler)} {' '.join(flags)}: "
+                    f"{(done.stderr.strip().splitlines() or ['failed'])[-1]}")
+        os.replace(tmp, target)
+        tmp = None
+        return None
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"building in {target.parent}: {exc}"
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _load(target: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(target))
+    fn = lib.cfl_dense_sgd
+    i64, f32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+    fn.argtypes = [i64, i64, ctypes.c_int32, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr, ptr, ptr,
+                   i64, i64, i64, f32, f32, f32, ptr, ctypes.c_int32]
+    fn.restype = ctypes.c_int
+    lib.cfl_dense_sgd_threads.restype = ctypes.c_int
+    return lib
+
+
 def _build() -> tuple[ctypes.CDLL | None, str]:
     compiler = _compiler()
     if compiler is None:
         return None, "no C compiler found (cc, gcc or clang; or set CC)"
-    source = SOURCE.read_bytes()
     errors = []
     for flags in FLAG_SETS:
-        key = hashlib.sha256(b"\0".join([source, " ".join(flags).encode(), compiler.encode(),
-                                        _cpu_identity().encode()])).hexdigest()[:16]
-        target = cache_dir() / f"dense_sgd-{key}.so"
-        if not target.exists():
-            tmp = None
+        target = _target(compiler, flags)
+        problem = None if target.exists() else _compile(compiler, flags, target)
+        if problem is None:
             try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                # built beside its final name, then renamed: processes building at once never load half a file
-                fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-                os.close(fd)
-                done = subprocess.run([compiler, *flags, "-o", tmp, str(SOURCE), "-lm"],
-                                      capture_output=True, text=True, timeout=120)
-                if done.returncode != 0:
-                    errors.append(f"{os.path.basename(compiler)} {' '.join(flags)}: "
-                                  f"{(done.stderr.strip().splitlines() or ['failed'])[-1]}")
-                    continue
-                os.replace(tmp, target)
-                tmp = None
-            except (OSError, subprocess.SubprocessError) as exc:
-                errors.append(f"building in {target.parent}: {exc}")
-                continue
-            finally:
-                if tmp is not None and os.path.exists(tmp):
-                    os.unlink(tmp)
-        try:
-            lib = ctypes.CDLL(str(target))
-        except OSError as exc:
-            errors.append(f"loading {target}: {exc}")
+                lib = _load(target)
+            except (OSError, AttributeError):
+                # a damaged file under the cached name (a full disk, a cache copied from another machine):
+                # built again once
+                try:
+                    target.unlink()
+                except OSError:
+                    pass
+                problem = _compile(compiler, flags, target)
+                if problem is None:
+                    try:
+                        lib = _load(target)
+                    except (OSError, AttributeError) as exc:
+                        problem = f"loading {target}: {exc}"
+        if problem is not None:
+            errors.append(problem)
             continue
-        fn = lib.cfl_dense_sgd
-        i64, f32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
-        fn.argtypes = [i64, i64, ctypes.c_int32, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr, ptr, ptr,
-                       i64, i64, i64, f32, f32, f32, ptr, ctypes.c_int32]
-        fn.restype = ctypes.c_int
-        lib.cfl_dense_sgd_threads.restype = ctypes.c_int
         threads = "OpenMP threads" if lib.cfl_dense_sgd_threads() else "Python threads"
         return lib, f"built with {os.path.basename(compiler)} {' '.join(flags[:3])}, {threads} ({target})"
     return None, "; ".join(errors)
