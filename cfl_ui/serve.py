@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import logging
 import sys
 import time
 from pathlib import Path
@@ -18,15 +19,40 @@ from pathlib import Path
 APP = Path(__file__).resolve().parent.parent / "app.py"
 
 
-# what the first page view imports: torch and scikit-learn (through the core), plotly
-PRELOAD = ("cfl_core.algorithms", "cfl_core.experiment", "cfl_ui.figures", "cfl_ui.live_view")
+# what the first page view imports: torch and scikit-learn (through the core), plotly, and every module the
+# landing page (app.py, pages/playground.py) reaches on its first run, down to the preview's PNG writer and
+# scikit-learn's bundled data sets: imported in that first run they took a quarter of a second of the server's
+# interpreter lock while the browser was fetching the page's scripts from the same server
+PRELOAD = ("cfl_core.algorithms", "cfl_core.experiment", "cfl_core.compare", "cfl_ui.figures", "cfl_ui.live_view",
+           "cfl_ui.theme", "cfl_ui.controls", "cfl_ui.job_specs", "cfl_ui.session", "cfl_ui.urls",
+           "cfl_ui.controller", "cfl_ui.literal", "cfl_ui.panel", "cfl_ui.paths", "cfl_ui.playground_view",
+           "cfl_ui.preset_picker", "cfl_ui.snapshots", "cfl_ui.partition_charts", "cfl_ui.partition_view",
+           "cfl_ui.estimate", "PIL.Image", "sklearn.datasets", "streamlit.material_icon_names")
 
 
 def preload() -> float:
-    """Import what the first page view needs; returns the seconds it took."""
+    """Import what the first page view needs and load the default preset's data set (kept in the core's
+    in-process cache, as the page would); returns the seconds it took."""
     start = time.perf_counter()
-    for name in PRELOAD:
-        importlib.import_module(name)
+    # st.cache_data decorators run at import; outside a runtime they only check their parameters and log
+    # "No runtime found" (their storage is made at the first call, inside the server): not a user's concern
+    importlib.import_module("streamlit.runtime.caching.cache_data_api")  # its logger exists from here on
+    cache_log = logging.getLogger("streamlit.runtime.caching.cache_data_api")
+    level = cache_log.level
+    cache_log.setLevel(logging.ERROR)
+    try:
+        for name in PRELOAD:
+            importlib.import_module(name)
+    finally:
+        cache_log.setLevel(level)
+    from PIL import Image
+
+    Image.preinit()  # the image formats PIL loads at its first save (the preview's PNGs)
+    from cfl_core.data import load_dataset
+    from cfl_ui.controls import default_config
+
+    config = default_config()
+    load_dataset(config["dataset"], seed=config.get("seed", 0))
     return time.perf_counter() - start
 
 

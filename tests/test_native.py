@@ -112,6 +112,43 @@ def test_the_same_call_gives_the_same_bits_twice():
     assert torch.equal(a, b) and torch.equal(la, lb)
 
 
+@needs_kernel
+@pytest.mark.parametrize("layout", ["rows", "one-model-expanded", "gathered-into-out"])
+def test_the_kernel_reads_the_starting_rows_where_they_are_and_never_writes_them(layout, spy, monkeypatch):
+    # FedAvg starts every client from a view of one model (expand: no copy of it per client); the result goes to
+    # `out` or a new tensor, never into the rows read
+    fed, spec, ids, start = _setup(clients=5, sizes=(13, 60))
+    cfg = CONFIGS[0]
+    sched = batch_schedule(fed.n_train, ids, seed=0, stream=3, cfg=cfg)
+    if layout == "one-model-expanded":
+        start = start[:1].expand(len(ids), -1)
+    before = start.clone()
+    out = torch.full((len(ids), spec.dim), float("nan")) if layout == "gathered-into-out" else None
+    trained, loss = train_batched(spec, start, fed, ids, sched, cfg, out=out)
+    assert spy == [True]
+    assert torch.equal(start, before)
+    if out is not None:
+        assert trained.data_ptr() == out.data_ptr()
+    monkeypatch.setenv("CFL_NATIVE", "0")
+    torch_path, torch_loss = train_batched(spec, before.contiguous(), fed, ids, sched, cfg)
+    assert torch.allclose(trained, torch_path, atol=1e-5, rtol=0) and torch.allclose(loss, torch_loss, atol=1e-5)
+
+
+@needs_kernel
+def test_starting_rows_overlapping_the_result_are_refused_not_read_while_written():
+    # start = rows 1..4 of a buffer, result = rows 0..3 of it: written row c would be read as row c + 1's start
+    fed, spec, ids, start = _setup(clients=4)
+    cfg = CONFIGS[0]
+    sched = batch_schedule(fed.n_train, ids, seed=0, stream=1, cfg=cfg)
+    buffer = torch.cat([torch.zeros(1, spec.dim), start])
+    before = buffer.clone()
+    assert not native.reads_from(buffer[1:], buffer[:4])
+    assert native.reads_from(buffer[1:], buffer[1:])  # the rows themselves: trained in place
+    assert native.train(spec, buffer[:4], fed.x_train, fed.y_train, ids, sched.idx, sched.valid, 0.1, 0.9, 0.0,
+                        start=buffer[1:]) is None
+    assert torch.equal(buffer, before)  # refused before anything was written
+
+
 def test_turned_off_the_torch_path_trains(spy, monkeypatch):
     monkeypatch.setenv("CFL_NATIVE", "0")
     fed, spec, ids, start = _setup()

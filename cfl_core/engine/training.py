@@ -337,21 +337,26 @@ def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients
     final state in it; None: a fresh optimiser (the default of every algorithm).
     """
     device = fed.device
-    if out is None:
-        params = start.to(device).clone()
-    else:
-        params = out.copy_(start)
     clients = clients.to(device)
     if objective is not None and objective.plain:
         objective = None
-    if objective is not None:
-        objective = objective.to(device)
-    if objective is None and memory is None and cfg.optimizer == "sgd":
-        # plain SGD of a dense ReLU stack on the CPU: the compiled kernel, where it is built (native/)
+    # plain SGD of a dense ReLU stack on the CPU: the compiled kernel, where it is built (native/); it reads the
+    # starting rows where they are and writes the result (no copy of every client's weights first)
+    kernel = objective is None and memory is None and cfg.optimizer == "sgd"
+    reads_start = kernel and native.reads_from(start, out)
+    if reads_start:
+        params = out if out is not None else torch.empty(start.shape, dtype=start.dtype, device=device)
+    else:
+        params = start.to(device).clone() if out is None else out.copy_(start)
+    if kernel:
         loss = native.train(spec, params, fed.x_train, fed.y_train, clients, schedule.idx, schedule.valid,
-                            cfg.lr, cfg.momentum, cfg.weight_decay)
+                            cfg.lr, cfg.momentum, cfg.weight_decay, start=start if reads_start else None)
         if loss is not None:
             return params, loss
+        if reads_start:  # the torch path trains: from a copy
+            params = start.to(device).clone() if out is None else out.copy_(start)
+    if objective is not None:
+        objective = objective.to(device)
     opt = _BatchedOptimizer(cfg, params, spec, objective.lr_scale if objective is not None else None)
     if memory is not None:
         if objective is not None and objective.meta is not None:

@@ -117,7 +117,7 @@ def _load(target: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(target))
     fn = lib.cfl_dense_sgd
     i64, f32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
-    fn.argtypes = [i64, i64, ctypes.c_int32, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr, ptr, ptr,
+    fn.argtypes = [i64, i64, ctypes.c_int32, ptr, ptr, ptr, ptr, ptr, i64, i64, ptr, ptr, i64, ptr, ptr, ptr,
                    i64, i64, i64, f32, f32, f32, ptr, ctypes.c_int32]
     fn.restype = ctypes.c_int
     lib.cfl_dense_sgd_threads.restype = ctypes.c_int
@@ -192,6 +192,32 @@ def dense_layers(spec) -> list[tuple[int, int, int, int]] | None:
     return layers if width == spec.outputs else None
 
 
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """The bytes a [rows, D] tensor's elements lie in (an expanded row counts once)."""
+    last = sum((n - 1) * st for n, st in zip(t.shape, t.stride())) if t.numel() else -1
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    (a0, a1), (b0, b1) = _span(a), _span(b)
+    return a0 < b1 and b0 < a1
+
+
+def reads_from(start: torch.Tensor, out: torch.Tensor | None = None) -> bool:
+    """Whether `train` can read its starting rows from `start` [P, D] where they are, writing into `out`: CPU
+    float32 rows of D values one after another or one row repeated (`expand`), not overlapping `out` unless they
+    are `out` itself."""
+    if start.device.type != "cpu" or start.dtype != torch.float32 or start.dim() != 2 or start.stride(1) != 1:
+        return False
+    rows, dim = start.shape
+    if start.stride(0) < dim and not (start.stride(0) == 0 or rows == 1):
+        return False
+    if out is not None and (tuple(out.shape) != (rows, dim) or (out.data_ptr() != start.data_ptr()
+                                                                 and _overlap(start, out))):
+        return False  # rows read while others are written: only disjoint or identical rows are safe
+    return True
+
+
 def _threads(rows: int) -> int:
     return max(1, min(torch.get_num_threads(), rows))
 
@@ -205,9 +231,14 @@ def _executor(workers: int) -> ThreadPoolExecutor:
 
 
 def train(spec, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-          idx: torch.Tensor, valid: torch.Tensor, lr: float, momentum: float, weight_decay: float
-          ) -> torch.Tensor | None:
+          idx: torch.Tensor, valid: torch.Tensor, lr: float, momentum: float, weight_decay: float,
+          start: torch.Tensor | None = None) -> torch.Tensor | None:
     """Train `params` [P, D] (contiguous float32, in place) on the kernel; the mean step loss per row [P].
+
+    `start` [P, D]: the rows to start from, read but never written (the result goes to `params`, whose contents
+    are then ignored): the caller saves copying them into `params` first, a pass over every client's weights.
+    Its rows may be one row repeated (`expand`, FedAvg's single model) or any rows of float32 in order. None:
+    `params` holds the starting rows.
 
     x [M, n_max, ...] float32 and y [M, n_max] are the federation's training tensors; row i trains on client
     clients[i] with the schedule idx / valid [steps, P, batch]. None when the kernel cannot take this call
@@ -220,6 +251,10 @@ def train(spec, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, clients:
     if lib is None:
         return None
     rows, dim = params.shape
+    if start is not None and not reads_from(start, params):
+        return None
+    source = params if start is None else start
+    source_step = dim if start is None or rows == 1 else start.stride(0)
     x = x.contiguous()
     y = y.contiguous()
     clients = clients.to(torch.int64).contiguous()
@@ -234,7 +269,7 @@ def train(spec, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, clients:
 
     def run(lo: int, hi: int, threads: int = 1) -> int:
         return lib.cfl_dense_sgd(lo, hi, len(layers), width.data_ptr(), w_off.data_ptr(), b_off.data_ptr(),
-                                 params.data_ptr(), dim, x.data_ptr(), y.data_ptr(), n_max, clients.data_ptr(),
+                                 params.data_ptr(), source.data_ptr(), source_step, dim, x.data_ptr(), y.data_ptr(), n_max, clients.data_ptr(),
                                  idx.data_ptr(), valid.data_ptr(), steps, rows, batch, float(lr),
                                  float(momentum), float(weight_decay), loss.data_ptr(), threads)
 

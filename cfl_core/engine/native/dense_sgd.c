@@ -157,6 +157,40 @@ static void sgd_row(float *restrict w, float *restrict buf, float *restrict g, i
     }
 }
 
+/* One weight row's gradient and its SGD step at once: g = sum_k coef[k * cstep] * rows[k * rstep + j] (summed as
+   `combine` does), then PyTorch's SGD on it (as `sgd_row`). A block of the gradient goes from the registers
+   straight into the update: the row is never stored and read back (the layer 0 gradient is 64 such rows a step). */
+static void combine_step(float *restrict w, float *restrict buf, const float *restrict coef, int64_t cstep,
+                         const float *restrict rows, int64_t rstep, int64_t count, int64_t n,
+                         float lr, float momentum, float decay) {
+    const vec zero = {0}, vlr = zero + lr, vm = zero + momentum, vd = zero + decay;
+    int64_t j = 0;
+    for (; j + 8 * LANES <= n; j += 8 * LANES) {
+        vec a[8];
+        for (int v = 0; v < 8; ++v) a[v] = zero;
+        for (int64_t k = 0; k < count; ++k) {
+            const float *r = rows + k * rstep + j;
+            const vec c = zero + coef[k * cstep];
+            for (int v = 0; v < 8; ++v) a[v] += c * load(r + v * LANES);
+        }
+        for (int v = 0; v < 8; ++v) {
+            float *wv = w + j + v * LANES, *bv = buf + j + v * LANES;
+            vec g = a[v], wj = load(wv);
+            if (decay != 0.0f) g += vd * wj;
+            if (momentum != 0.0f) {
+                g = vm * load(bv) + g;
+                store(bv, g);
+            }
+            store(wv, wj - vlr * g);
+        }
+    }
+    if (j < n) { /* the tail: through the row buffer, as before */
+        float tail[8 * LANES];
+        combine(tail, NULL, coef, cstep, rows + j, rstep, count, n - j);
+        sgd_row(w + j, buf + j, tail, n - j, lr, momentum, decay);
+    }
+}
+
 typedef struct {
     int32_t layers;
     const int64_t *width; /* width[0] inputs ... width[layers] classes */
@@ -206,12 +240,12 @@ static float softmax_grad(const Work *k, const int64_t *label, int64_t nb) {
     for (int64_t b = 0; b < nb; ++b) {
         float *row = z + b * c, top = row[0], total = 0.0f;
         for (int64_t j = 1; j < c; ++j) top = row[j] > top ? row[j] : top;
-        for (int64_t j = 0; j < c; ++j) total += expf(row[j] - top);
-        float log_total = logf(total);
-        loss += (row[label[b]] - top - log_total) * weight;
-        for (int64_t j = 0; j < c; ++j) row[j] = expf(row[j] - top - log_total);
-        row[label[b]] -= 1.0f;
-        for (int64_t j = 0; j < c; ++j) row[j] *= weight;
+        float picked = row[label[b]] - top;
+        for (int64_t j = 0; j < c; ++j) total += (row[j] = expf(row[j] - top)); /* one exp per logit */
+        loss += (picked - logf(total)) * weight;
+        float scale = weight / total;
+        for (int64_t j = 0; j < c; ++j) row[j] *= scale;
+        row[label[b]] -= weight;
     }
     return -loss;
 }
@@ -226,20 +260,16 @@ static void backward_and_step(const Work *k, float *params, const int64_t *b_off
         combine(g, NULL, k->ones, 0, d, out, nb, out); /* the bias gradient: sum_b d[b] */
         sgd_row(params + b_off[l], k->bbuf[l], g, out, lr, momentum, decay);
         if (l == 0) { /* transposed: row i of the gradient is sum_b a[b][i] * d[b] */
-            for (int64_t i = 0; i < in; ++i) {
-                combine(g, NULL, a + i, in, d, out, nb, out);
-                sgd_row(w + i * out, wbuf + i * out, g, out, lr, momentum, decay);
-            }
+            for (int64_t i = 0; i < in; ++i)
+                combine_step(w + i * out, wbuf + i * out, a + i, in, d, out, nb, out, lr, momentum, decay);
             break;
         }
         /* the input gradient first (with this step's weights), through the ReLU that made `a` */
         float *e = k->delta;
         for (int64_t b = 0; b < nb; ++b) combine(e + b * in, NULL, d + b * out, 1, w, in, out, in);
         for (int64_t j = 0; j < nb * in; ++j) e[j] = a[j] > 0.0f ? e[j] : 0.0f;
-        for (int64_t o = 0; o < out; ++o) { /* row o of the gradient is sum_b d[b][o] * a[b] */
-            combine(g, NULL, d + o, out, a, in, nb, in);
-            sgd_row(w + o * in, wbuf + o * in, g, in, lr, momentum, decay);
-        }
+        for (int64_t o = 0; o < out; ++o) /* row o of the gradient is sum_b d[b][o] * a[b] */
+            combine_step(w + o * in, wbuf + o * in, d + o, out, a, in, nb, in, lr, momentum, decay);
         /* the next layer down reads its output gradient from act[l] */
         memcpy(k->act[l], e, (size_t)(nb * in) * sizeof(float));
         d = k->act[l];
@@ -251,6 +281,8 @@ typedef struct {
     int32_t layers;
     const int64_t *width, *w_off, *b_off;
     float *params;
+    const float *src; /* the starting rows (== params: trained in place) */
+    int64_t src_step; /* floats from one starting row to the next (0: every row starts from the same one) */
     int64_t dim;
     const float *x;
     const int64_t *y;
@@ -294,8 +326,14 @@ static float *workspace(const Job *j, Work *k, int64_t **label) {
 static int train_row(const Job *j, Work *k, int64_t *label, int64_t c, int64_t next_row) {
     const int64_t *width = j->width;
     float *p = j->params + c * j->dim;
+    const float *q = j->src + c * j->src_step;
     int64_t in0 = width[0], out0 = width[1];
-    transpose(k->w[0], p + j->w_off[0], out0, in0); /* layer 0 transposed into its work copy */
+    transpose(k->w[0], q + j->w_off[0], out0, in0); /* layer 0 transposed into its work copy */
+    if (q != p) { /* the rest of the row starts as the source's and trains in place in the result */
+        int64_t w0 = j->w_off[0], end0 = w0 + in0 * out0;
+        memcpy(p, q, (size_t)w0 * sizeof(float));
+        memcpy(p + end0, q + end0, (size_t)(j->dim - end0) * sizeof(float));
+    }
     for (int32_t l = 0; l < j->layers; ++l) {
         if (l > 0) k->w[l] = p + j->w_off[l]; /* trained in place */
         memset(k->wbuf[l], 0, (size_t)(width[l] * width[l + 1]) * sizeof(float));
@@ -316,7 +354,9 @@ static int train_row(const Job *j, Work *k, int64_t *label, int64_t c, int64_t n
             label[nb++] = ys[ix[b]];
         }
         if (next_row >= 0) {
-            prefetch_part(j->params + next_row * j->dim, j->dim * (int64_t)sizeof(float), s, j->steps);
+            prefetch_part(j->src + next_row * j->src_step, j->dim * (int64_t)sizeof(float), s, j->steps);
+            if (j->src != j->params) /* the row it will write */
+                prefetch_part(j->params + next_row * j->dim, j->dim * (int64_t)sizeof(float), s, j->steps);
             prefetch_part(j->x + j->clients[next_row] * j->n_max * in0, j->n_max * in0 * (int64_t)sizeof(float),
                           s, j->steps);
         }
@@ -354,7 +394,10 @@ int cfl_dense_sgd_threads(void) {
 #endif
 }
 
-/* Train rows [lo, hi) of a chunk. params: [rows][dim], trained in place. x: [*, width[0]] samples,
+/* Train rows [lo, hi) of a chunk. params: [rows][dim], the result; src: the rows it starts from, row c at
+   src + c * src_step (params itself or NULL: trained in place; another array: read, never written, so the caller
+   need not copy it into params first; src_step 0: every row starts from the same one, e.g. FedAvg's model).
+   x: [*, width[0]] samples,
    y: their labels; row c trains on client clients[c], whose sample s is row clients[c] * n_max + s.
    idx, valid: [steps][rows][batch] (the minibatch schedule). loss_out[c]: the mean over the steps row c
    took of its step loss. With OpenMP the rows are split into `threads` contiguous runs, one per thread
@@ -362,12 +405,15 @@ int cfl_dense_sgd_threads(void) {
    same however they are split. Returns 0; -1 when memory could not be had; -2 for a sample index or
    label out of range (nothing is read outside the tensors). */
 int cfl_dense_sgd(int64_t lo, int64_t hi, int32_t layers, const int64_t *width, const int64_t *w_off,
-                  const int64_t *b_off, float *params, int64_t dim, const float *x, const int64_t *y,
+                  const int64_t *b_off, float *params, const float *src, int64_t src_step, int64_t dim,
+                  const float *x,
+                  const int64_t *y,
                   int64_t n_max, const int64_t *clients, const int64_t *idx, const uint8_t *valid,
                   int64_t steps, int64_t rows, int64_t batch, float lr, float momentum, float decay,
                   float *loss_out, int32_t threads) {
     if (layers < 1 || layers > 16 || hi <= lo) return layers < 1 || layers > 16 ? -1 : 0;
-    Job j = {layers, width, w_off, b_off, params, dim, x, y, n_max, clients, idx, valid,
+    if (!src) src = params, src_step = dim;
+    Job j = {layers, width, w_off, b_off, params, src, src_step, dim, x, y, n_max, clients, idx, valid,
              steps, rows, batch, lr, momentum, decay, loss_out};
     int status = 0;
 #ifdef _OPENMP
