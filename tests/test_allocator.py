@@ -43,3 +43,52 @@ def test_an_engine_makes_freed_memory_stay_for_the_next_round():
     # kept, the heap only grows by each tensor's extra megabyte: about 6,000 faults (23 MB of pages)
     assert plain > 50_000
     assert with_engine < plain / 4
+
+
+def _vm_flags(address: int) -> list[str]:
+    """The VmFlags of this process's mapping that holds `address` (/proc/self/smaps)."""
+    inside, flags = False, []
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and line.startswith("VmFlags:"):
+                flags = line.split()[1:]
+    return flags
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise and /proc/self/smaps are Linux's")
+def test_a_large_cpu_tensor_is_advised_to_huge_pages_and_a_small_one_left_alone():
+    import torch
+
+    from cfl_core.engine.allocator import HUGE_PAGE, advise_huge_pages, huge_pages_available
+
+    big = torch.empty(40 * 2**20 // 4)  # above the 32 MB mmap threshold: a mapping of its own
+    small = torch.empty(2**20 // 4)
+    assert advise_huge_pages(small) is False
+    advised = advise_huge_pages(big)
+    assert advised == huge_pages_available()
+    inner = (big.data_ptr() + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE  # a whole huge page inside the tensor
+    assert ("hg" in _vm_flags(inner)) == advised  # MADV_HUGEPAGE shows as "hg" on the mapping
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise and /proc/self/smaps are Linux's")
+def test_the_engine_advises_its_large_training_result(monkeypatch):
+    import torch
+
+    from cfl_core.engine import core
+
+    seen = []
+    monkeypatch.setattr(core, "advise_huge_pages", lambda t: seen.append((t.shape, t.data_ptr())) or False)
+    from cfl_core.engine.models import build_model
+    from cfl_core.engine.training import TrainConfig
+    from tests.helpers import random_federation
+
+    fed = random_federation(3, (1, 8, 8), 10)
+    spec = build_model("mlp", (1, 8, 8), 10, "classification")
+    engine = core.Engine(spec, fed, TrainConfig(), 0)
+    start = torch.stack([spec.init(0, i) for i in range(3)])
+    params, _ = engine.train_without_exchange(start, torch.arange(3), 0)
+    assert seen == [(params.shape, params.data_ptr())]  # the result tensor itself

@@ -13,7 +13,7 @@ import torch
 
 from ..errors import Diverged
 from . import aggregate, native, summaries
-from .allocator import keep_freed_memory
+from .allocator import advise_huge_pages, keep_freed_memory
 from .federation import Federation
 from .models import ModelSpec, per_sample_correct, per_sample_loss
 from .objective import Objective
@@ -126,6 +126,7 @@ class Engine:
         schedule = schedule if schedule is not None else self.schedule(clients, stream, train)
         # Chunks train in place in their rows of one result tensor (no concatenation at the end).
         result = torch.empty(len(clients), self.spec.dim, device=self.fed.device)
+        advise_huge_pages(result)  # a large one is a fresh mapping each call: 2 MB pages fault in 512x fewer times
         losses = []
         chunk = self._train_chunk(train, kernel_may_train=objective is None and memory is None)
         for lo in range(0, len(clients), chunk):
