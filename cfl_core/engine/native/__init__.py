@@ -269,9 +269,9 @@ def train(spec, params: torch.Tensor, x: torch.Tensor, y: torch.Tensor, clients:
 
     def run(lo: int, hi: int, threads: int = 1) -> int:
         return lib.cfl_dense_sgd(lo, hi, len(layers), width.data_ptr(), w_off.data_ptr(), b_off.data_ptr(),
-                                 params.data_ptr(), source.data_ptr(), source_step, dim, x.data_ptr(), y.data_ptr(), n_max, clients.data_ptr(),
-                                 idx.data_ptr(), valid.data_ptr(), steps, rows, batch, float(lr),
-                                 float(momentum), float(weight_decay), loss.data_ptr(), threads)
+                                 params.data_ptr(), source.data_ptr(), source_step, dim, x.data_ptr(), y.data_ptr(),
+                                 n_max, clients.data_ptr(), idx.data_ptr(), valid.data_ptr(), steps, rows, batch,
+                                 float(lr), float(momentum), float(weight_decay), loss.data_ptr(), threads)
 
     threads = _threads(rows)
     if threads == 1 or lib.cfl_dense_sgd_threads():

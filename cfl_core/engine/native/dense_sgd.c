@@ -408,8 +408,8 @@ int cfl_dense_sgd_threads(void) {
 /* Train rows [lo, hi) of a chunk. params: [rows][dim], the result; src: the rows it starts from, row c at
    src + c * src_step (params itself or NULL: trained in place; another array: read, never written, so the caller
    need not copy it into params first; src_step 0: every row starts from the same one, e.g. FedAvg's model).
-   x: [*, width[0]] samples,
-   y: their labels; row c trains on client clients[c], whose sample s is row clients[c] * n_max + s.
+   x: [*, width[0]] samples, y: their labels; row c trains on client clients[c], whose sample s is row
+   clients[c] * n_max + s.
    idx, valid: [steps][rows][batch] (the minibatch schedule). loss_out[c]: the mean over the steps row c
    took of its step loss. With OpenMP, `threads` threads (the process's OpenMP threads: PyTorch's own when
    it loaded libgomp first) take blocks of ROW_BLOCK rows as they come free; each row's result is the same
@@ -417,9 +417,9 @@ int cfl_dense_sgd_threads(void) {
    label out of range (nothing is read outside the tensors). */
 int cfl_dense_sgd(int64_t lo, int64_t hi, int32_t layers, const int64_t *width, const int64_t *w_off,
                   const int64_t *b_off, float *params, const float *src, int64_t src_step, int64_t dim,
-                  const float *x, const int64_t *y, int64_t n_max, const int64_t *clients, const int64_t *idx, const uint8_t *valid,
-                  int64_t steps, int64_t rows, int64_t batch, float lr, float momentum, float decay,
-                  float *loss_out, int32_t threads) {
+                  const float *x, const int64_t *y, int64_t n_max, const int64_t *clients, const int64_t *idx,
+                  const uint8_t *valid, int64_t steps, int64_t rows, int64_t batch, float lr, float momentum,
+                  float decay, float *loss_out, int32_t threads) {
     if (layers < 1 || layers > 16 || hi <= lo) return layers < 1 || layers > 16 ? -1 : 0;
     if (!src) src = params, src_step = dim;
     Job j = {layers, width, w_off, b_off, params, src, src_step, dim, x, y, n_max, clients, idx, valid,
