@@ -52,7 +52,11 @@ def preload() -> float:
     from cfl_ui.controls import default_config
 
     config = default_config()
-    load_dataset(config["dataset"], seed=config.get("seed", 0))
+    try:
+        load_dataset(config["dataset"], seed=config.get("seed", 0))
+    except Exception as exc:  # a warm-up only: the page reports a data set it cannot load, the server must start
+        print(f"CFL Lab: the default data set was not preloaded ({type(exc).__name__}: {exc}); the page will say "
+              "why", flush=True)
     return time.perf_counter() - start
 
 

@@ -78,3 +78,17 @@ def test_preload_loads_the_default_presets_data_set(monkeypatch):
     from cfl_ui.controls import default_config
 
     assert loaded == [default_config()["dataset"]]
+
+
+def test_a_default_data_set_that_cannot_load_does_not_stop_the_server(monkeypatch, capsys):
+    import cfl_core.data as data
+
+    def broken(name, **kw):
+        raise OSError(f"{name}: no such file")
+
+    monkeypatch.setattr(data, "load_dataset", broken)
+    serve.preload()  # returns: the server goes on to start, the page shows the error as it always has
+    from cfl_ui.controls import default_config
+
+    name = default_config()["dataset"]
+    assert f"the default data set was not preloaded (OSError: {name}: no such file)" in capsys.readouterr().out
