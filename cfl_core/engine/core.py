@@ -76,8 +76,7 @@ class Engine:
         batch = max(1, min(train.batch_size, int(self.fed.x_train.shape[1])))
         per_client = 4 * (6 * self.spec.dim + batch * self.spec.activation_floats())
         by_memory = self.memory_budget // per_client
-        kernel = (kernel_may_train and train.optimizer == "sgd" and self.fed.device.type == "cpu" and native.enabled()
-                  and native.dense_layers(self.spec) is not None and native.library() is not None)
+        kernel = kernel_may_train and native.trains(self.spec, train.optimizer, self.fed.device)
         by_cache = (self.kernel_param_bytes if kernel else self.train_param_bytes) // (4 * self.spec.dim)
         return max(1, min(by_memory, by_cache))
 

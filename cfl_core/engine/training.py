@@ -343,7 +343,7 @@ def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients
     # plain SGD of a dense ReLU stack on the CPU: the compiled kernel, where it is built (native/); it reads the
     # starting rows where they are and writes the result (no copy of every client's weights first)
     kernel = objective is None and memory is None and cfg.optimizer == "sgd"
-    reads_start = kernel and native.reads_from(start, out)
+    reads_start = kernel and native.trains(spec, cfg.optimizer, device) and native.reads_from(start, out)
     if reads_start:
         params = out if out is not None else torch.empty(start.shape, dtype=start.dtype, device=device)
     else:

@@ -45,6 +45,7 @@ _library: ctypes.CDLL | None = None
 _reason = "not built yet"
 _tried = False
 _pool: ThreadPoolExecutor | None = None
+_pool_workers = 0
 
 
 def enabled() -> bool:
@@ -203,6 +204,14 @@ def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a0 < b1 and b0 < a1
 
 
+def trains(spec, optimizer: str, device) -> bool:
+    """Whether the kernel trains this model with this optimiser on this device here (turned on, built, a dense
+    cross-entropy stack, plain SGD on the CPU); a local objective or kept optimiser state are the caller's to
+    rule out."""
+    return (optimizer == "sgd" and torch.device(device).type == "cpu" and enabled()
+            and dense_layers(spec) is not None and library() is not None)
+
+
 def reads_from(start: torch.Tensor, out: torch.Tensor | None = None) -> bool:
     """Whether `train` can read its starting rows from `start` [P, D] where they are, writing into `out`: CPU
     float32 rows of D values one after another or one row repeated (`expand`), not overlapping `out` unless they
@@ -223,10 +232,11 @@ def _threads(rows: int) -> int:
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
-    global _pool
+    global _pool, _pool_workers
     with _lock:
-        if _pool is None or _pool._max_workers < workers:
+        if _pool is None or _pool_workers < workers:
             _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cfl-native")
+            _pool_workers = workers
         return _pool
 
 
