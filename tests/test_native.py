@@ -84,6 +84,28 @@ def test_the_kernel_trains_like_the_reference_and_the_torch_path(name, cfg, size
 
 
 @needs_kernel
+@pytest.mark.parametrize("clients", [1, 9, 19], ids=["one-lane", "a-group-and-one", "two-groups-and-three"])
+def test_widths_and_client_counts_that_fill_no_tile_train_like_the_torch_path(clients, spy, monkeypatch):
+    # The kernel holds widths rounded up to its tiles and trains eight clients abreast: 9 inputs, 7 hidden
+    # units and 3 classes fill no tile, and 1, 9 or 19 clients leave lanes of a group empty
+    from cfl_core.engine.models import MLP
+
+    fed = random_federation(clients, (1, 3, 3), 3, seed=4, sizes=(5, 23))
+    spec = MLP((1, 3, 3), 3, hidden=7)
+    ids = torch.arange(clients)
+    start = torch.stack([spec.init(0, i) for i in range(clients)])
+    cfg = TrainConfig(local_epochs=2, batch_size=6, lr=0.2, momentum=0.9, weight_decay=0.01)
+    sched = batch_schedule(fed.n_train, ids, seed=3, stream=1, cfg=cfg)
+    kernel, kernel_loss = train_batched(spec, start, fed, ids, sched, cfg)
+    monkeypatch.setenv("CFL_NATIVE", "0")
+    torch_path, torch_loss = train_batched(spec, start, fed, ids, sched, cfg)
+    assert spy == [True, False]
+    assert (torch_path - start).abs().max() > 1e-2
+    assert torch.allclose(kernel, torch_path, atol=1e-5, rtol=0)
+    assert torch.allclose(kernel_loss, torch_loss, atol=1e-5)
+
+
+@needs_kernel
 def test_the_result_does_not_depend_on_threads_or_on_how_clients_are_split():
     # 41 rows: blocks of native rows (ROW_BLOCK = 16) handed to whichever thread comes free, a short last one
     fed, spec, ids, start = _setup(clients=41, sizes=(13, 30))
