@@ -125,6 +125,29 @@ def test_sample_keys_are_deterministic_and_distinct_per_client():
     assert int(a.min()) >= 0 and int(a.max()) < 2**32
 
 
+
+def test_sample_keys_are_the_32_bit_hash_written_out_in_plain_integers():
+    # the keys decide every client's minibatches (and so every record): whatever arithmetic computes them, they
+    # must stay this hash, including seeds, streams and client ids past 32 bits
+    mask = 0xFFFFFFFF
+
+    def mix(x):
+        x ^= x >> 16
+        x = (x * 0x7FEB352D) & mask
+        x ^= x >> 15
+        x = (x * 0x846CA68B) & mask
+        return x ^ (x >> 16)
+
+    def key(seed, stream, client, epoch, i):
+        base = mix(mix(((seed ^ (seed >> 32)) & mask) ^ (stream & mask)) ^ (epoch & mask))
+        return mix(mix(base ^ (client & mask)) ^ mix(i + 0x9E3779B9))
+
+    ids = [0, 3, 2**33 + 7, 123456789012]
+    for seed, stream, epoch in [(0, 0, 0), (7, 2, 1), (2**62 + 11, 2**35, 4)]:
+        got = sample_keys(seed, stream, torch.tensor(ids), epoch, 6)
+        assert got.dtype == torch.int64
+        assert got.tolist() == [[key(seed, stream, c, epoch, i) for i in range(6)] for c in ids]
+
 @pytest.mark.parametrize("name,shape,classes,task", CASES[:3] + CASES[4:5])
 def test_loss_matrix_matches_per_client_per_model_loop(name, shape, classes, task):
     fed, spec, ids, start = _setup(name, shape, classes, task, clients=6)
