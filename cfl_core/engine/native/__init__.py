@@ -3,8 +3,9 @@
 Why: the batched torch path (training.py) runs a chunk of clients as one tensor
 program, so every minibatch step streams the whole chunk's weights and momentum
 through the caches several times; on a CPU the small per-client matrix products
-then run at a fraction of the machine's peak. `dense_sgd.c` trains one client at
-a time with everything it touches in cache, clients spread over threads.
+then run at a fraction of the machine's peak. `dense_sgd.c` trains eight clients
+at once, one per vector lane, with everything they touch in cache, groups spread
+over threads.
 
 The kernel is built with the machine's C compiler on first use (about a second)
 and cached under `~/.cache/cfl-lab/native` (or `$CFL_NATIVE_CACHE`), keyed by the
