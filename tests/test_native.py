@@ -106,9 +106,43 @@ def test_widths_and_client_counts_that_fill_no_tile_train_like_the_torch_path(cl
 
 
 @needs_kernel
-def test_the_result_does_not_depend_on_threads_or_on_how_clients_are_split():
-    # 41 rows: blocks of native rows (ROW_BLOCK = 16) handed to whichever thread comes free, a short last one
-    fed, spec, ids, start = _setup(clients=41, sizes=(13, 30))
+def test_small_models_train_eight_clients_abreast_and_larger_ones_one_at_a_time():
+    from cfl_core.engine.models import MLP
+
+    assert native.abreast(build_model("mlp", (1, 8, 8), 10, "classification"), 0.9) is True
+    assert native.abreast(build_model("logreg", (1, 8, 8), 10, "classification"), 0.0) is True
+    assert native.abreast(MLP((1, 8, 8), 10, hidden=512), 0.9) is True  # a group's weights and momentum 2.5 MB
+    assert native.abreast(build_model("mlp", (1, 28, 28), 10, "classification"), 0.0) is False  # 3.3 MB
+    assert native.abreast(build_model("cnn", (1, 28, 28), 10, "classification"), 0.9) is None  # not the kernel's
+
+
+@needs_kernel
+@pytest.mark.parametrize("cfg", CONFIGS[:2], ids=["momentum", "decay-no-momentum"])
+def test_a_larger_model_trained_one_client_at_a_time_trains_like_the_torch_path(cfg, spy, monkeypatch):
+    fed = random_federation(5, (1, 28, 28), 10, seed=2, sizes=(9, 30))  # ragged: later steps sat out
+    spec = build_model("mlp", (1, 28, 28), 10, "classification")
+    assert native.abreast(spec, cfg.momentum) is False
+    ids = torch.arange(5)
+    start = torch.stack([spec.init(0, i) for i in range(5)])
+    sched = batch_schedule(fed.n_train, ids, seed=0, stream=4, cfg=cfg)
+    kernel, kernel_loss = train_batched(spec, start, fed, ids, sched, cfg)
+    monkeypatch.setenv("CFL_NATIVE", "0")
+    torch_path, torch_loss = train_batched(spec, start, fed, ids, sched, cfg)
+    assert spy == [True, False]
+    assert (torch_path - start).abs().max() > 1e-3
+    assert torch.allclose(kernel, torch_path, atol=1e-5, rtol=0)
+    assert torch.allclose(kernel_loss, torch_loss, atol=1e-5)
+
+
+@needs_kernel
+@pytest.mark.parametrize("shape", [(1, 8, 8), (1, 28, 28)], ids=["abreast", "one-at-a-time"])
+def test_the_result_does_not_depend_on_threads_or_on_how_clients_are_split(shape):
+    # 41 rows: blocks of native rows (ROW_BLOCK = 16) handed to whichever thread comes free, a short last one;
+    # abreast, groups of eight that the split at row 4 regroups
+    fed = random_federation(41, shape, 10, seed=0, sizes=(13, 30))
+    spec = build_model("mlp", shape, 10, "classification")
+    ids = torch.arange(41)
+    start = torch.stack([spec.init(0, i) for i in range(41)])
     cfg = CONFIGS[0]
     sched = batch_schedule(fed.n_train, ids, seed=1, stream=0, cfg=cfg)
     threads = torch.get_num_threads()

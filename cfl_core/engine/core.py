@@ -54,7 +54,7 @@ class Engine:
     # a chunk whose tensors fit the CPU caches runs faster than one huge batch.
     eval_samples = 4096  # samples per forward pass in the loss matrix and evaluation
     train_param_bytes = 4 * 2**20  # parameter rows per training chunk ([chunk, D] float32)
-    # The compiled kernel keeps one group of eight clients at a time in cache whatever the chunk, so its chunks
+    # The compiled kernel keeps one client (or group of eight) at a time in cache whatever the chunk, so its chunks
     # are larger (fewer passes of the per-chunk bookkeeping: a 1,000-client FedAvg step 0.94 of the 4 MB chunks' time,
     # side by side) and stay under the allocator's 32 MB mmap threshold (allocator.py), so they are reused.
     kernel_param_bytes = 16 * 2**20

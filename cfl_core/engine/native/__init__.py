@@ -3,9 +3,9 @@
 Why: the batched torch path (training.py) runs a chunk of clients as one tensor
 program, so every minibatch step streams the whole chunk's weights and momentum
 through the caches several times; on a CPU the small per-client matrix products
-then run at a fraction of the machine's peak. `dense_sgd.c` trains eight clients
-at once, one per vector lane, with everything they touch in cache, groups spread
-over threads.
+then run at a fraction of the machine's peak. `dense_sgd.c` keeps what a client's
+steps touch in the caches: a small model trains eight clients at once, one per
+vector lane, a larger one a client at a time (`abreast`); rows spread over threads.
 
 The kernel is built with the machine's C compiler on first use (about a second)
 and cached under `~/.cache/cfl-lab/native` (or `$CFL_NATIVE_CACHE`), keyed by the
@@ -123,6 +123,8 @@ def _load(target: Path) -> ctypes.CDLL:
                    i64, i64, i64, f32, f32, f32, ptr, ctypes.c_int32]
     fn.restype = ctypes.c_int
     lib.cfl_dense_sgd_threads.restype = ctypes.c_int
+    lib.cfl_dense_sgd_abreast.argtypes = [ctypes.c_int32, ptr, f32]
+    lib.cfl_dense_sgd_abreast.restype = ctypes.c_int
     return lib
 
 
@@ -211,6 +213,18 @@ def trains(spec, optimizer: str, device) -> bool:
     rule out."""
     return (optimizer == "sgd" and torch.device(device).type == "cpu" and enabled()
             and dense_layers(spec) is not None and library() is not None)
+
+
+def abreast(spec, momentum: float) -> bool | None:
+    """True when the kernel trains this model eight clients abreast (one per vector lane: small models), False when
+    one client at a time (larger ones, whose group of eight would not stay near the caches); None when the kernel
+    does not train it here."""
+    layers = dense_layers(spec)
+    lib = library() if layers is not None and enabled() else None
+    if lib is None:
+        return None
+    width = torch.tensor([layers[0][0]] + [out for _, out, _, _ in layers], dtype=torch.int64)
+    return bool(lib.cfl_dense_sgd_abreast(len(layers), width.data_ptr(), float(momentum)))
 
 
 def reads_from(start: torch.Tensor, out: torch.Tensor | None = None) -> bool:
