@@ -397,7 +397,7 @@ static int one_train_block(const Job *j, OneWork *k, int64_t *label, int64_t lo,
    [row][in] vectors, the rows rounded up to a multiple of FW_ROWS; the added rows, and a client's rows beyond its
    own samples, carry a zero gradient. */
 
-/* Register tiles of the three products (see forward, input_gradient, weight_step): each keeps 8-10 sums in
+/* Register tiles of the three products (lane_forward, input_gradient, weight_step): each keeps 8-10 sums in
    registers and loads 6-7 vectors for them per term, so both of a core's FMA units stay busy. */
 #define FW_ROWS 5 /* samples per tile of the forward and the input gradient */
 #define FW_OUT 2  /* outputs per tile of the forward; inputs per tile of the input gradient */
