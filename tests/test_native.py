@@ -83,6 +83,21 @@ def test_the_kernel_trains_like_the_reference_and_the_torch_path(name, cfg, size
     assert torch.allclose(kernel_loss, torch_loss, atol=1e-5)
 
 
+def _kernel_equals_torch_path(spec, fed, cfg, spy, monkeypatch, seed=0, stream=1, moved=1e-3):
+    """Train every client of `fed` from its own start with the kernel, then with the torch path; both must agree,
+    and training must have moved the models by more than `moved`."""
+    ids = torch.arange(len(fed.n_train))
+    start = torch.stack([spec.init(0, i) for i in range(len(ids))])
+    sched = batch_schedule(fed.n_train, ids, seed=seed, stream=stream, cfg=cfg)
+    kernel, kernel_loss = train_batched(spec, start, fed, ids, sched, cfg)
+    monkeypatch.setenv("CFL_NATIVE", "0")
+    torch_path, torch_loss = train_batched(spec, start, fed, ids, sched, cfg)
+    assert spy == [True, False]
+    assert (torch_path - start).abs().max() > moved
+    assert torch.allclose(kernel, torch_path, atol=1e-5, rtol=0)
+    assert torch.allclose(kernel_loss, torch_loss, atol=1e-5)
+
+
 @needs_kernel
 @pytest.mark.parametrize("clients", [1, 9, 19], ids=["one-lane", "a-group-and-one", "two-groups-and-three"])
 def test_widths_and_client_counts_that_fill_no_tile_train_like_the_torch_path(clients, spy, monkeypatch):
@@ -91,18 +106,8 @@ def test_widths_and_client_counts_that_fill_no_tile_train_like_the_torch_path(cl
     from cfl_core.engine.models import MLP
 
     fed = random_federation(clients, (1, 3, 3), 3, seed=4, sizes=(5, 23))
-    spec = MLP((1, 3, 3), 3, hidden=7)
-    ids = torch.arange(clients)
-    start = torch.stack([spec.init(0, i) for i in range(clients)])
     cfg = TrainConfig(local_epochs=2, batch_size=6, lr=0.2, momentum=0.9, weight_decay=0.01)
-    sched = batch_schedule(fed.n_train, ids, seed=3, stream=1, cfg=cfg)
-    kernel, kernel_loss = train_batched(spec, start, fed, ids, sched, cfg)
-    monkeypatch.setenv("CFL_NATIVE", "0")
-    torch_path, torch_loss = train_batched(spec, start, fed, ids, sched, cfg)
-    assert spy == [True, False]
-    assert (torch_path - start).abs().max() > 1e-2
-    assert torch.allclose(kernel, torch_path, atol=1e-5, rtol=0)
-    assert torch.allclose(kernel_loss, torch_loss, atol=1e-5)
+    _kernel_equals_torch_path(MLP((1, 3, 3), 3, hidden=7), fed, cfg, spy, monkeypatch, seed=3, stream=1, moved=1e-2)
 
 
 @needs_kernel
@@ -119,19 +124,10 @@ def test_small_models_train_eight_clients_abreast_and_larger_ones_one_at_a_time(
 @needs_kernel
 @pytest.mark.parametrize("cfg", CONFIGS[:2], ids=["momentum", "decay-no-momentum"])
 def test_a_larger_model_trained_one_client_at_a_time_trains_like_the_torch_path(cfg, spy, monkeypatch):
-    fed = random_federation(5, (1, 28, 28), 10, seed=2, sizes=(9, 30))  # ragged: later steps sat out
     spec = build_model("mlp", (1, 28, 28), 10, "classification")
     assert native.abreast(spec, cfg.momentum) is False
-    ids = torch.arange(5)
-    start = torch.stack([spec.init(0, i) for i in range(5)])
-    sched = batch_schedule(fed.n_train, ids, seed=0, stream=4, cfg=cfg)
-    kernel, kernel_loss = train_batched(spec, start, fed, ids, sched, cfg)
-    monkeypatch.setenv("CFL_NATIVE", "0")
-    torch_path, torch_loss = train_batched(spec, start, fed, ids, sched, cfg)
-    assert spy == [True, False]
-    assert (torch_path - start).abs().max() > 1e-3
-    assert torch.allclose(kernel, torch_path, atol=1e-5, rtol=0)
-    assert torch.allclose(kernel_loss, torch_loss, atol=1e-5)
+    fed = random_federation(5, (1, 28, 28), 10, seed=2, sizes=(9, 30))  # ragged: later steps sat out
+    _kernel_equals_torch_path(spec, fed, cfg, spy, monkeypatch, seed=0, stream=4)
 
 
 @needs_kernel

@@ -469,23 +469,30 @@ static void scatter(float *const rows[LANES], int count, const vec *restrict fro
         for (int k = 0; k < count; ++k) rows[k][j] = from[j][k];
 }
 
+/* One register tile of a product: s[r][c] += sum_k left[r * ls + k] * right[c * rc + k * rk] (k in order, k < n),
+   FW_ROWS rows by FW_OUT columns. The forward walks a weight row (rc: the row stride, rk: 1); the input gradient
+   walks weight columns (rc: 1, rk: the row stride). */
+static inline __attribute__((always_inline)) void tile(vec s[FW_ROWS][FW_OUT], const vec *restrict left, int64_t ls,
+                                                       const vec *restrict right, int64_t rc, int64_t rk, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) {
+        vec wc[FW_OUT];
+        for (int c = 0; c < FW_OUT; ++c) wc[c] = held(right[c * rc + k * rk]);
+        for (int r = 0; r < FW_ROWS; ++r) {
+            const vec t = held(left[r * ls + k]);
+            for (int c = 0; c < FW_OUT; ++c) s[r][c] += t * wc[c];
+        }
+    }
+}
+
 /* z[b][o] = bias[o] + sum_i a[b][i] * w[o][i] (i in order), through a ReLU unless it is the last layer. */
 static void lane_forward(vec *restrict z, int64_t zs, const vec *restrict a, int64_t as, const vec *restrict w,
-                    int64_t ws, const vec *restrict bias, int64_t rows, int64_t in, int64_t out, int relu) {
+                         int64_t ws, const vec *restrict bias, int64_t rows, int64_t in, int64_t out, int relu) {
     for (int64_t b = 0; b < rows; b += FW_ROWS) /* a tile's samples stay in L1 while the weights stream by */
         for (int64_t o = 0; o < out; o += FW_OUT) {
             vec s[FW_ROWS][FW_OUT];
             for (int r = 0; r < FW_ROWS; ++r)
                 for (int c = 0; c < FW_OUT; ++c) s[r][c] = bias[o + c];
-            const vec *ab = a + b * as, *wo = w + o * ws;
-            for (int64_t i = 0; i < in; ++i) {
-                vec wc[FW_OUT];
-                for (int c = 0; c < FW_OUT; ++c) wc[c] = held(wo[c * ws + i]);
-                for (int r = 0; r < FW_ROWS; ++r) {
-                    const vec t = held(ab[r * as + i]);
-                    for (int c = 0; c < FW_OUT; ++c) s[r][c] += t * wc[c];
-                }
-            }
+            tile(s, a + b * as, as, w + o * ws, ws, 1, in);
             for (int r = 0; r < FW_ROWS; ++r)
                 for (int c = 0; c < FW_OUT; ++c) {
                     vec v = s[r][c];
@@ -503,15 +510,7 @@ static void input_gradient(vec *restrict e, const vec *restrict d, int64_t ds, c
             vec s[FW_ROWS][FW_OUT];
             for (int r = 0; r < FW_ROWS; ++r)
                 for (int c = 0; c < FW_OUT; ++c) s[r][c] = (vec){0};
-            const vec *db = d + b * ds, *wi = w + i;
-            for (int64_t o = 0; o < out; ++o) {
-                vec wc[FW_OUT];
-                for (int c = 0; c < FW_OUT; ++c) wc[c] = held(wi[o * ws + c]);
-                for (int r = 0; r < FW_ROWS; ++r) {
-                    const vec t = held(db[r * ds + o]);
-                    for (int c = 0; c < FW_OUT; ++c) s[r][c] += t * wc[c];
-                }
-            }
+            tile(s, d + b * ds, ds, w + i, 1, ws, out);
             for (int r = 0; r < FW_ROWS; ++r)
                 for (int c = 0; c < FW_OUT; ++c) {
                     int64_t at = (b + r) * as + i + c; /* e has a's row stride */
