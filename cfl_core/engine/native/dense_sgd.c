@@ -104,10 +104,10 @@ static void prefetch_part(const void *from, int64_t bytes, int64_t part, int64_t
 }
 
 #if defined(__AVX__)
-/* One 8 x 8 tile: to[c][r] = from[r][c], in registers (the usual unpack / shuffle / permute sequence). */
-static void transpose8(float *restrict to, int64_t tstep, const float *restrict from, int64_t fstep) {
-    __m256 r[8], t[8], u[8];
-    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(from + i * fstep);
+/* An 8 x 8 tile in registers, transposed in place: row i becomes column i (the usual unpack / shuffle / permute
+   sequence). */
+static inline void transpose_tile(__m256 r[8]) {
+    __m256 t[8], u[8];
     for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
     for (int i = 0; i < 8; i += 4) {
         u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
@@ -116,9 +116,17 @@ static void transpose8(float *restrict to, int64_t tstep, const float *restrict 
         u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
     }
     for (int i = 0; i < 4; ++i) {
-        _mm256_storeu_ps(to + i * tstep, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
-        _mm256_storeu_ps(to + (i + 4) * tstep, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
     }
+}
+
+/* One 8 x 8 tile: to[c][r] = from[r][c]. */
+static void transpose8(float *restrict to, int64_t tstep, const float *restrict from, int64_t fstep) {
+    __m256 r[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(from + i * fstep);
+    transpose_tile(r);
+    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(to + i * tstep, r[i]);
 }
 #endif
 
@@ -424,20 +432,11 @@ static void gather(vec *restrict to, const float *const rows[LANES], int64_t n, 
         return;
     }
 #if defined(__AVX__)
-    for (; j + 8 <= n; j += 8) { /* one 8 x 8 tile in registers (the usual unpack / shuffle / permute sequence) */
-        __m256 r[8], t[8], u[8];
+    for (; j + 8 <= n; j += 8) { /* one 8 x 8 tile in registers */
+        __m256 r[8];
         for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(rows[i] + j);
-        for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-        for (int i = 0; i < 8; i += 4) {
-            u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-            u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-            u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-            u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-        }
-        for (int i = 0; i < 4; ++i) {
-            to[j + i] = (vec)_mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-            to[j + i + 4] = (vec)_mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-        }
+        transpose_tile(r);
+        for (int i = 0; i < 8; ++i) to[j + i] = (vec)r[i];
     }
 #endif
     for (; j < n; ++j)
@@ -450,19 +449,10 @@ static void scatter(float *const rows[LANES], int count, const vec *restrict fro
 #if defined(__AVX__)
     if (count == LANES)
         for (; j + 8 <= n; j += 8) { /* the transpose of gather's tile */
-            __m256 r[8], t[8], u[8];
+            __m256 r[8];
             for (int i = 0; i < 8; ++i) r[i] = (__m256)from[j + i];
-            for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-            for (int i = 0; i < 8; i += 4) {
-                u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-                u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-                u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-                u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-            }
-            for (int i = 0; i < 4; ++i) {
-                _mm256_storeu_ps(rows[i] + j, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
-                _mm256_storeu_ps(rows[i + 4] + j, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
-            }
+            transpose_tile(r);
+            for (int i = 0; i < 8; ++i) _mm256_storeu_ps(rows[i] + j, r[i]);
         }
 #endif
     for (; j < n; ++j)
