@@ -1,7 +1,7 @@
 """How the dashboard's server answers while browsers watch running jobs (the figures in SERVER_LOAD.md).
 
     python benchmarks/server_load.py [--sessions 5] [--jobs 2] [--seconds 60] [--workers process|thread]
-                                     [--watchers normal|idle] [--repo PATH] [--profile FILE] [--json FILE]
+                                     [--watchers normal|idle|remote] [--repo PATH] [--profile FILE] [--json FILE]
 
 Starts the dashboard headless (as `make run` does) on a fresh runs folder, opens
 `--jobs` browser sessions (Debian's chromium through Playwright, one browser
@@ -25,7 +25,12 @@ measures, for `--seconds`:
   benchmark's processes (server, training workers, browsers) and by every other
   process on the machine, from /proc.
 
-`--watchers idle` runs the watching sessions' chromium under SCHED_IDLE (it gets
+`--watchers remote` puts the watching sessions' browsers elsewhere, as a class's
+laptops would be: each session speaks Streamlit's protocol from one process here,
+as its frontend does (the page's run, then every fragment's rerun at the interval
+the server asks for) and draws nothing, so the server's work is a browser's and
+the drawing's CPU is not on this machine (the jobs' owners start them in chromium
+and leave). `--watchers idle` runs the watching sessions' chromium under SCHED_IDLE (it gets
 a core only when nothing else wants one): on this 2-core machine the watching
 browsers would otherwise take as much CPU as the server, which the target is not
 about (a class watches on its own laptops). `--workers thread` trains in the
@@ -89,6 +94,8 @@ def kind_of(pid: int, server: int) -> str:
         except OSError:
             idle = False
         return "browser (idle)" if idle else "browser"
+    if "--remote-watchers" in cmd:
+        return "remote watchers"
     if "forkserver" in cmd or "multiprocessing" in cmd:
         return "training workers"
     return "benchmark and Playwright"
@@ -124,6 +131,103 @@ def health_probe(url: str) -> None:
         sent = time.time()
         print(f"{sent:.3f} {health(url):.4f}", flush=True)
         time.sleep(0.5)
+
+
+def remote_watchers(url: str, queries: list[str]) -> None:
+    """`--remote-watchers URL QUERY...`: one session per query, each speaking Streamlit's protocol as its frontend
+    does, until terminated; then prints one JSON line per session (messages, bytes, the largest, fragment reruns
+    asked for, the seconds since it opened).
+
+    What a watching browser does to the server, without its drawing: open /_stcore/stream, ask for a run of the
+    page with the query string, and for every fragment the server asks to rerun (an `auto_rerun` message: its id
+    and interval) send that fragment's rerun at that interval, as the frontend's setInterval does, until a
+    `stop_auto_rerun` names it; every rerun lists the hashes of the cacheable messages it holds, as the frontend's
+    message cache does (so the server sends a reference for an element that has not changed). No widget states are
+    sent (a watcher touches no widget: every widget keeps its default)."""
+    import signal
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stats = [{"messages": 0, "bytes": 0, "largest": 0, "fragment_reruns": 0} for _ in queries]
+    threads = [threading.Thread(target=_remote_session, args=(url, q, stop, st), daemon=True)
+               for q, st in zip(queries, stats)]
+    for t in threads:
+        t.start()
+    while not stop.wait(0.2):
+        pass
+    for t in threads:
+        t.join(10)
+    for st in stats:
+        print(json.dumps(st), flush=True)
+
+
+CACHE_RUNS = 5  # a remote session forgets a cached message that its last 5 reruns did not use
+
+
+def _remote_session(url: str, query: str, stop: threading.Event, stats: dict) -> None:
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from websockets.sync.client import connect
+
+    cached: dict[str, int] = {}  # hash of a cacheable message -> the last rerun (count) that used it
+
+    def rerun(page_hash: str = "", fragment: str = "") -> bytes:
+        stats["reruns"] = runs = stats.get("reruns", 0) + 1
+        for digest in [d for d, used in cached.items() if used < runs - CACHE_RUNS]:
+            del cached[digest]
+        ask = BackMsg()
+        ask.rerun_script.query_string = query
+        ask.rerun_script.page_script_hash = page_hash
+        ask.rerun_script.cached_message_hashes.extend(cached)
+        if fragment:
+            ask.rerun_script.fragment_id = fragment
+            ask.rerun_script.is_auto_rerun = True
+        return ask.SerializeToString()
+
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(url + "/?" + query, timeout=60) as r:
+            r.read()
+        with connect(url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
+                     open_timeout=60, max_size=None) as ws:
+            ws.send(rerun())
+            page_hash = ""
+            timers: dict[str, list[float]] = {}  # fragment id -> [interval, next due (perf_counter)]
+            while not stop.is_set():
+                now = time.perf_counter()
+                for fragment, timer in timers.items():
+                    if now >= timer[1]:
+                        ws.send(rerun(page_hash, fragment))
+                        stats["fragment_reruns"] += 1
+                        timer[1] += timer[0] * max(1, int((now - timer[1]) // timer[0]) + 1)
+                wait = min([t[1] for t in timers.values()] + [now + 0.2]) - now
+                try:
+                    data = ws.recv(timeout=max(0.001, wait))
+                except TimeoutError:
+                    continue
+                stats["messages"] += 1
+                stats["bytes"] += len(data)
+                stats["largest"] = max(stats["largest"], len(data))
+                msg = ForwardMsg()
+                msg.ParseFromString(data)
+                kind = msg.WhichOneof("type")
+                if msg.metadata.cacheable and msg.hash:
+                    cached[msg.hash] = stats.get("reruns", 0)
+                if kind == "ref_hash":
+                    cached[msg.ref_hash] = stats.get("reruns", 0)
+                    stats["references"] = stats.get("references", 0) + 1
+                elif kind == "new_session":
+                    page_hash = msg.new_session.page_script_hash
+                elif kind == "auto_rerun":
+                    fragment, interval = msg.auto_rerun.fragment_id, msg.auto_rerun.interval
+                    if timers.get(fragment, [None])[0] != interval:  # the frontend keeps a timer it already has
+                        timers[fragment] = [interval, time.perf_counter() + interval]
+                elif kind == "stop_auto_rerun":
+                    for fragment in msg.stop_auto_rerun.fragment_ids:
+                        timers.pop(fragment, None)
+    except Exception as exc:  # reported, not raised: the other sessions keep watching
+        stats["error"] = f"{type(exc).__name__}: {exc}"
+    stats["seconds"] = round(time.perf_counter() - started, 2)
 
 
 def health(url: str) -> float:
@@ -259,14 +363,21 @@ def main() -> int:
     ap.add_argument("--repo", type=Path, default=REPO, help="the checkout whose dashboard is measured")
     ap.add_argument("--profile", help="write the server's thread samples here (JSON)")
     ap.add_argument("--json", help="write the results here too")
-    ap.add_argument("--watchers", choices=["normal", "idle"], default="normal",
-                    help="CPU priority of the watching sessions' chromium: as the benchmark's, or idle (Linux's "
-                         "SCHED_IDLE, through `chrt --idle 0`: it runs when nothing else wants a core). The fresh "
-                         "page loads always use a browser of their own at the benchmark's priority")
+    ap.add_argument("--watchers", choices=["normal", "idle", "remote"], default="normal",
+                    help="the watching sessions: chromium at the benchmark's priority (normal) or at idle priority "
+                         "(Linux's SCHED_IDLE, through `chrt --idle 0`: it runs when nothing else wants a core), or "
+                         "remote: sessions whose browsers are elsewhere, speaking Streamlit's protocol from one "
+                         "process here as a frontend does, drawing nothing (the jobs' owners start them in chromium "
+                         "and leave). The fresh page loads always use a browser of their own at the benchmark's "
+                         "priority")
     ap.add_argument("--health-probe", metavar="URL", help=argparse.SUPPRESS)  # the probe's own process
+    ap.add_argument("--remote-watchers", nargs="+", metavar="ARG", help=argparse.SUPPRESS)  # URL QUERY...
     args = ap.parse_args()
     if args.health_probe:
         health_probe(args.health_probe)
+        return 0
+    if args.remote_watchers:
+        remote_watchers(args.remote_watchers[0], args.remote_watchers[1:])
         return 0
     from playwright.sync_api import sync_playwright
 
@@ -279,7 +390,7 @@ def main() -> int:
                     "load_before": [round(v, 2) for v in load_before]}
     try:
         with sync_playwright() as p:
-            browser = launch(p, args.watchers, runs.parent)
+            browser = launch(p, "normal" if args.watchers == "remote" else args.watchers, runs.parent)
             prober = B.launch(p)  # fresh loads: a browser of their own (a newcomer's own machine)
             watchers, job_ids, wires, pages = [], [], [], []
             for _ in range(args.jobs):
@@ -294,7 +405,16 @@ def main() -> int:
                 page.wait_for_function("() => new URL(location.href).searchParams.get('run')", timeout=120000)
                 job_ids.append(page.evaluate("() => new URL(location.href).searchParams.get('run')"))
                 watchers.append(context)
-            for i in range(args.sessions - args.jobs):
+            remote = None
+            if args.watchers == "remote":  # the owners leave; every watching session is a remote one
+                for context in watchers:
+                    context.close()
+                watchers, wires, pages = [], [], []
+                remote = subprocess.Popen(
+                    [sys.executable, str(HERE / "server_load.py"), "--remote-watchers", url,
+                     *("run=" + job_ids[i % len(job_ids)] for i in range(args.sessions))],
+                    stdout=subprocess.PIPE, text=True)
+            for i in range(0 if remote else args.sessions - args.jobs):
                 context = browser.new_context(viewport={"width": 1400, "height": 1000})
                 page = context.new_page()
                 wires.append(Wire(page))
@@ -359,6 +479,17 @@ def main() -> int:
                 if pid in ours and v > 0:
                     kind = kind_of(pid, proc.pid)
                     by_kind[kind] = by_kind.get(kind, 0.0) + v / hz / (t1 - t0)
+            if remote:  # whole sessions (they opened about 5 s before the window)
+                remote.terminate()
+                out, _ = remote.communicate(60)
+                for line in out.splitlines():
+                    st = json.loads(line)
+                    got.append({"messages_per_s": round(st["messages"] / max(st["seconds"], 1e-9), 2),
+                                "kB_per_s": round(st["bytes"] / 1e3 / max(st["seconds"], 1e-9), 1),
+                                "largest_message_kB": round(st["largest"] / 1e3, 1),
+                                "fragment_reruns_per_s": round(st["fragment_reruns"] / max(st["seconds"], 1e-9), 2),
+                                "references_per_s": round(st.get("references", 0) / max(st["seconds"], 1e-9), 2),
+                                **({"error": st["error"]} if "error" in st else {})})
             for context in watchers:
                 context.close()
             browser.close()
