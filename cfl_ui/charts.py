@@ -149,17 +149,31 @@ def _with_spec(figure):
     return figure, Prepared(figure) if isinstance(figure, go.Figure) else figure
 
 
+def _prepared_on(figure):
+    """_with_spec(figure), made once and kept on the figure itself (two sessions racing both make the same)."""
+    pair = getattr(figure, "_cfl_with_spec", None)
+    if pair is None:
+        pair = _with_spec(figure)
+        figure._cfl_with_spec = pair
+    return pair
+
+
 def chart(figure, key: str, *, cache: tuple | None = None, title: str | None = None,
-          caption: str | None = None, select: bool = False):
+          caption: str | None = None, select: bool = False, shared: bool = False):
     """Draw one plotly chart and return its figure.
 
     figure: a figure, or a function that builds it (built once per `cache` key when one is given).
     title: markdown above the chart; caption: the one-line explanation below it.
-    select: clicking a point reruns the script with the selection in st.session_state[key]."""
+    select: clicking a point reruns the script with the selection in st.session_state[key].
+    shared: `figure` is itself cached and never changed after it is drawn (an algorithm's view, built once per
+    round count for every session): it is serialized once, the first time, instead of at every redraw of every
+    session."""
     if title:
         st.markdown(title)
     if cache is not None:
         figure, drawn = cached(cache, lambda: _with_spec(figure() if callable(figure) else figure))
+    elif shared and isinstance(figure, go.Figure):
+        figure, drawn = _prepared_on(figure)
     else:
         figure = drawn = with_toolbar_band(figure() if callable(figure) else figure)
     picking = dict(on_select="rerun", selection_mode="points") if select else {}

@@ -186,8 +186,8 @@ def embedding_block(unit, key: str, method: str, active_round=None, height: int 
 def view_block(view, key: str) -> None:
     """One per-algorithm view (cfl_ui.algorithm_views): its title, figure, notes and caption."""
     st.markdown(f"**{md(view.title)}**")  # titles and captions name keys of the records: shown literally
-    if view.figure is not None:
-        chart(view.figure, key)
+    if view.figure is not None:  # never changed once built; the extras are built once per round count for every
+        chart(view.figure, key, shared=True)  # session (unit_extra_views), so serialized once for all of them
     if view.markdown:
         st.markdown(view.markdown)
     st.caption(md(view.caption))

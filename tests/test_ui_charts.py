@@ -108,6 +108,39 @@ def test_a_cached_chart_is_copied_and_encoded_once_and_sends_exactly_plotlys_jso
     assert pio.to_json({"data": []}, validate=False) == charts._PLOTLY_TO_JSON({"data": []}, validate=False)
 
 
+def shared_chart_script():
+    import plotly.graph_objects as go
+    import streamlit as st
+
+    from cfl_ui.charts import cached, chart
+
+    # an algorithm's view: one figure object built once for every session and rerun (cfl_ui.run_charts'
+    # unit_extra_views), drawn without a cache key of its own
+    view = cached(("test-view", st.session_state.setdefault("view_id", str(id(st.session_state)))),
+                  lambda: go.Figure(go.Scatter(x=[0, 1, 2], y=[2, 0, 1])))
+    chart(view, "view", shared=True)
+
+
+def test_a_shared_figure_is_copied_and_encoded_once_for_every_rerun_and_sends_exactly_plotlys_json(monkeypatch):
+    """An algorithm's views are built once per round count for every session; each session's every redraw copied
+    and encoded them again (about half of another session's poll, benchmarks/live_redraw.py)."""
+    import plotly.graph_objects as go
+    from plotly.basedatatypes import BaseFigure
+
+    copies = []
+    real = BaseFigure.to_dict
+    monkeypatch.setattr(BaseFigure, "to_dict", lambda self: copies.append(1) or real(self))
+    at = AppTest.from_function(shared_chart_script, default_timeout=30).run()
+    assert not at.exception
+    assert len(copies) == 1
+    at.run()
+    at.run()
+    assert len(copies) == 1  # not per rerun
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    with_band = charts.with_toolbar_band(go.Figure(go.Scatter(x=[0, 1, 2], y=[2, 0, 1])))
+    assert spec == json.loads(charts._PLOTLY_TO_JSON(with_band.to_dict(), validate=False))
+
+
 def test_every_chart_of_every_page_goes_through_the_chart_helper():
     sources = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "cfl_ui").glob("*.py"))]
     direct = [str(p.relative_to(ROOT)) for p in sources
