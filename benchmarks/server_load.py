@@ -379,6 +379,11 @@ def main() -> int:
     if args.remote_watchers:
         remote_watchers(args.remote_watchers[0], args.remote_watchers[1:])
         return 0
+    if args.jobs < 0 or args.sessions < 0 or args.seconds <= 0:
+        ap.error("--jobs and --sessions must be 0 or more, --seconds more than 0")
+    if args.sessions and not args.jobs or args.sessions < args.jobs and args.watchers != "remote":
+        ap.error(f"--sessions {args.sessions} with --jobs {args.jobs}: sessions watch the running jobs (at least one "
+                 "job for any session, and each job is started by a session of its own unless --watchers remote)")
     from playwright.sync_api import sync_playwright
 
     runs = Path(tempfile.mkdtemp(prefix="cfl-load-")) / "runs"
