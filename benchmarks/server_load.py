@@ -61,7 +61,8 @@ sys.path.insert(0, str(REPO))
 from cfl_ui import browser as B  # noqa: E402  (the same chromium and helpers as the browser test)
 
 # A long Playground job: the default preset's data, many rounds (it keeps training while we measure).
-JOB_QUERY = "?dataset=digits&partition=feature-skew&clusters=4&clients_per_cluster=5&algorithm=clove&models=4&rounds=2000"
+JOB_QUERY = "?dataset=digits&partition=feature-skew&clusters=4&clients_per_cluster=5&algorithm=clove&models=4&rounds={rounds}"
+JOB_ROUNDS = 2000  # enough for a 60-s window beside chromium watchers; remote ones leave the jobs more CPU (--rounds)
 
 
 def cpu_ticks() -> dict[int, int]:
@@ -359,6 +360,9 @@ def main() -> int:
     ap.add_argument("--sessions", type=int, default=5, help="browser sessions watching the running jobs")
     ap.add_argument("--jobs", type=int, default=2, help="running jobs (each started by one of the sessions)")
     ap.add_argument("--seconds", type=float, default=60.0, help="how long to measure while they watch")
+    ap.add_argument("--rounds", type=int, default=JOB_ROUNDS,
+                    help="rounds of each job: fewer to see jobs end while watched, more to keep them running for "
+                         f"the whole window (default {JOB_ROUNDS})")
     ap.add_argument("--workers", choices=["process", "thread"], default="process")
     ap.add_argument("--repo", type=Path, default=REPO, help="the checkout whose dashboard is measured")
     ap.add_argument("--profile", help="write the server's thread samples here (JSON)")
@@ -381,6 +385,8 @@ def main() -> int:
         return 0
     if args.jobs < 0 or args.sessions < 0 or args.seconds <= 0:
         ap.error("--jobs and --sessions must be 0 or more, --seconds more than 0")
+    if not 1 <= args.rounds <= 100_000:
+        ap.error(f"--rounds {args.rounds}: a job's rounds are a whole number in [1, 100000]")
     if args.sessions and not args.jobs or args.sessions < args.jobs and args.watchers != "remote":
         ap.error(f"--sessions {args.sessions} with --jobs {args.jobs}: sessions watch the running jobs (at least one "
                  "job for any session, and each job is started by a session of its own unless --watchers remote)")
@@ -403,7 +409,7 @@ def main() -> int:
                 page = context.new_page()
                 wires.append(Wire(page))
                 pages.append(page)
-                page.goto(url + "/" + JOB_QUERY, timeout=120000)
+                page.goto(url + "/" + JOB_QUERY.format(rounds=args.rounds), timeout=120000)
                 page.get_by_role("button", name="Run", exact=True).first.wait_for(timeout=120000)
                 B.settle(page, 60)
                 B.click_button(page, "Run")
@@ -513,6 +519,7 @@ def main() -> int:
             "cpu_cores_used_by_others": round(other, 2), "cpu_cores_used_by_this_benchmark": round(mine, 2),
             "cpu_cores_by_kind": {k: round(v, 2) for k, v in sorted(by_kind.items())},
             "rounds_done": {j: _rounds(runs / j) for j in job_ids},
+            "jobs_ended_in_window": sum(_rounds(runs / j) >= args.rounds for j in job_ids),
         })
     finally:
         proc.terminate()

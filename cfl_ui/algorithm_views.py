@@ -162,7 +162,7 @@ def matrix_heatmap(matrix, clients, truth, title_text: str) -> go.Figure:
 
 def generic_embedding(records, round_index, method: str = "pca", cache_key: str | None = None) -> list[View]:
     from .embedding import extras_source, loss_embedding
-    from .figures import embedding_figure
+    from .figures import embedding_figure, replay_note
 
     views = []
     for key in feature_keys(records):
@@ -172,7 +172,7 @@ def generic_embedding(records, round_index, method: str = "pca", cache_key: str 
             views.append(View(f"Clients by their '{key}'", embedding_figure(emb, round_index),
                               f"Each point is a client placed by the '{key}' this algorithm recorded "
                               f"({emb.detail}); colour = true cluster, symbol = assigned model: "
-                              "clusters the algorithm can tell apart appear as separate groups."))
+                              "clusters the algorithm can tell apart appear as separate groups." + replay_note(emb)))
     for key in matrix_keys(records):
         rec = record_at([r for r in records if _square((r.extras or {}).get(key))], round_index)
         value = (rec.extras or {}).get(key) if rec else None
@@ -374,7 +374,7 @@ def cfl_norms(records, round_index):
 
 def _edc_views(records, round_index, name: str):
     from .embedding import loss_embedding
-    from .figures import embedding_figure
+    from .figures import embedding_figure, replay_note
 
     latest, by_round = None, {}
     for r in records:  # the EDC rows are recorded when they change: carry the latest forward
@@ -398,7 +398,7 @@ def _edc_views(records, round_index, name: str):
                  f"How {name} sees the clients: each point is a client placed by the cosine similarity of its "
                  "pre-training update to the SVD directions of the cold start (its EDC features, "
                  f"{emb.detail}). Colour = true cluster, symbol = group. Clients re-cold-started (newcomers, "
-                 "migrations) move when their features are measured again.")]
+                 "migrations) move when their features are measured again." + replay_note(emb))]
 
 
 @register("flexcfl", embedding=True)
@@ -445,7 +445,7 @@ def setup_rows(records, key: str, ids_key: str):
 @register("kfed", embedding=True)
 def kfed_centres(records, round_index):
     from .embedding import loss_embedding
-    from .figures import embedding_figure
+    from .figures import embedding_figure, replay_note
 
     got = setup_rows(records, "local_centres", "centre_clients")
     if got is None:
@@ -459,8 +459,8 @@ def kfed_centres(records, round_index):
                  f"How k-FED sees the clients: each point is a client placed by the centres of its own inputs "
                  f"({emb.detail}), computed once before training. Colour = true cluster, symbol = the cluster the "
                  "server's k-means gave it. Rotated images move the centres apart; swapped labels (concept shift) "
-                 "leave them where they are, so the true clusters overlap and the grouping is chance.",
-                 consumes=("centre_votes", "centre_clients"))]
+                 "leave them where they are, so the true clusters overlap and the grouping is chance."
+                 + replay_note(emb), consumes=("centre_votes", "centre_clients"))]
 
 
 def angle_heatmap(matrix, clients, truth) -> go.Figure:

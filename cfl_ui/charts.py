@@ -34,20 +34,38 @@ CACHE_SIZE = 256
 
 _LOCK = threading.Lock()
 _CACHE: "OrderedDict[tuple, object]" = OrderedDict()
+_BUILDING: "dict[tuple, threading.Event]" = {}  # keys being built now, and the event their waiters wait on
 
 
 def cached(key: tuple, build):
-    """`build()` once per key (the most recent CACHE_SIZE kept), shared by every session of the server."""
-    with _LOCK:
-        value = _CACHE.get(key)
-        if value is not None:
-            _CACHE.move_to_end(key)
-            return value
-    value = build()
-    with _LOCK:
-        _CACHE[key] = value
-        while len(_CACHE) > CACHE_SIZE:
-            _CACHE.popitem(last=False)
+    """`build()` once per key (the most recent CACHE_SIZE kept), shared by every session of the server.
+
+    One build per key at a time: a session that asks while another builds the key waits for that build
+    instead of making its own. When a job ends, every session watching it reruns at once and asks for the
+    same new figures; built side by side, five sessions' builds of a long run's replay held the interpreter
+    lock for 15-20 s, and a newcomer's page waited that long (benchmarks/SERVER_LOAD.md). If the build
+    fails, a waiter builds it itself (and meets the same error)."""
+    while True:
+        with _LOCK:
+            value = _CACHE.get(key)
+            if value is not None:
+                _CACHE.move_to_end(key)
+                return value
+            running = _BUILDING.get(key)
+            if running is None:
+                running = _BUILDING[key] = threading.Event()
+                break
+        running.wait()  # then look again: the value, or (the build failed) the key is free to build
+    try:
+        value = build()
+        with _LOCK:
+            _CACHE[key] = value
+            while len(_CACHE) > CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    finally:
+        with _LOCK:
+            _BUILDING.pop(key, None)
+        running.set()
     return value
 
 

@@ -12,6 +12,7 @@ against plotly's validation in the tests (tests/test_ui_algorithm_views_json.py,
 """
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,13 +50,31 @@ def house(height: int, legend: bool = True, **more) -> dict:
             "showlegend": legend, "hoverlabel": {"font": {"family": FONT}}, **more}
 
 
+class FramedFigure(go.Figure):
+    """A figure whose animation frames stay the plain dicts they were written as: `to_dict()` (what
+    st.plotly_chart and cfl_ui.charts send) holds them, `.frames` is empty (read `to_dict()["frames"]`).
+
+    Unvalidated or not, plotly makes a graph object of every trace of every frame: a 2000-round replay took
+    5.8 s to build and 1.9 s to copy and encode, against 1.2 s in all as dicts (benchmarks/SERVER_LOAD.md)."""
+
+    _cfl_frames: list = []
+
+    def to_dict(self):
+        spec = super().to_dict()
+        if self._cfl_frames:
+            spec["frames"] = self._cfl_frames  # written once here and never changed: not copied
+        return spec
+
+
 def figure_from(data: list, layout_: dict, frames: list | None = None) -> go.Figure:
     """A figure from plain dicts, not validated again (the dicts are copied, so `house`'s template is shared
-    safely): plotly.js draws exactly what is written here."""
+    safely): plotly.js draws exactly what is written here. With `frames`, a FramedFigure."""
     spec = {"data": data, "layout": layout_}
-    if frames:
-        spec["frames"] = frames
-    return go.Figure(spec, _validate=False)
+    if not frames:
+        return go.Figure(spec, _validate=False)
+    fig = FramedFigure(spec, _validate=False)
+    fig._cfl_frames = frames
+    return fig
 
 
 def axis(title: str | None = None, **more) -> dict:
@@ -138,6 +157,23 @@ def _cluster_traces(frame, clusters, dims, value_label="losses"):
     return traces
 
 
+def typed_array(values) -> dict:
+    """A float array as plotly.js' typed-array JSON (its dtype and base64 bytes), as plotly's graph objects write
+    numpy arrays: frames kept as dicts (FramedFigure) are encoded by plain JSON, which would write lists."""
+    a = np.asarray(values)
+    if a.dtype != np.float32:
+        a = a.astype(np.float64)
+    kind = "f4" if a.dtype == np.float32 else "f8"
+    return {"dtype": kind, "bdata": base64.b64encode(np.ascontiguousarray(a, dtype="<" + kind).tobytes()).decode()}
+
+
+def _typed_xyz(trace: dict) -> dict:
+    for axis in ("x", "y", "z"):
+        if isinstance(trace.get(axis), np.ndarray) and trace[axis].size:
+            trace[axis] = typed_array(trace[axis])
+    return trace
+
+
 def _note(frame, dims):
     text = f"round {frame.round}" + (f" · {frame.note}" if frame.note else "")
     return [dict(text=text, showarrow=False, x=0, y=1.0, xref="paper", yref="paper", xanchor="left",
@@ -155,6 +191,55 @@ def _legend_marker(dims: int, **marker) -> dict:
     if dims == 3:
         trace["z"] = [None]
     return trace
+
+
+MAX_REPLAY_FRAMES = 120  # rounds a replay steps through at most (at 0.65 s a frame: 78 s to play)
+MAX_REPLAY_POINTS = 20_000  # client points in all of a replay's frames at most (~2 MB of JSON with their hovers)
+
+
+def replay_cap(emb: Embedding) -> int:
+    """How many frames `embedding_figure`'s replay keeps: fewer the more clients a frame draws."""
+    per_frame = max((len(f.clients) for f in emb.frames), default=1)
+    return int(min(MAX_REPLAY_FRAMES, max(10, MAX_REPLAY_POINTS // max(1, per_frame))))
+
+
+def _spread(items: list, count: int) -> list:
+    if count <= 0 or not items:
+        return []
+    if len(items) <= count:
+        return list(items)
+    return [items[i] for i in np.unique(np.linspace(0, len(items) - 1, count).round().astype(int))]
+
+
+def _moved(before, after) -> bool:
+    """Whether any client changed model (or the drawn clients changed) from one frame to the next."""
+    return (len(before.clients) != len(after.clients) or not np.array_equal(before.clients, after.clients)
+            or not np.array_equal(before.models, after.models))
+
+
+def replay_indices(emb: Embedding, active: int, cap: int | None = None) -> list[int]:
+    """The frames a replay keeps: all of them up to `cap`; past it the first, the last, the active one, the rounds
+    in which an assignment changed (up to half the cap, evenly spread), then the rest evenly spread.
+
+    A frame per round made a 2000-round run's embedding 11 MB of JSON, sent to every session that opened it,
+    with a slider of 2000 steps; the rounds in which clients move are the ones a replay is for."""
+    n = len(emb.frames)
+    cap = replay_cap(emb) if cap is None else cap
+    if n <= cap:
+        return list(range(n))
+    keep = {0, n - 1, active}
+    moves = [i for i in range(1, n) if _moved(emb.frames[i - 1], emb.frames[i]) and i not in keep]
+    keep.update(_spread(moves, cap // 2 - len(keep)))
+    keep.update(_spread([i for i in range(n) if i not in keep], cap - len(keep)))
+    return sorted(keep)
+
+
+def replay_note(emb: Embedding | None) -> str:
+    """The caption's note for an embedding whose replay keeps only some rounds (empty when it keeps them all)."""
+    if emb is None or len(emb.frames) <= replay_cap(emb):
+        return ""
+    return (f" A long run: the replay steps through {replay_cap(emb)} of its {len(emb.frames)} rounds (those in "
+            "which clients changed model first, the rest evenly spread); the exports hold every round.")
 
 
 def embedding_figure(emb: Embedding, active_round: int | None = None, height: int = 470,
@@ -206,9 +291,11 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
         # redraw every frame: without it plotly keeps the first frame's layout, so the "round N" note above the
         # points would contradict the slider while ▶ plays
         redraw = True
-        frames = [dict(data=_cluster_traces(f, clusters, dims, label), traces=list(range(n_cluster_traces)),
-                       name=str(f.round), layout=dict(annotations=_note(f, dims)))
-                  for f in emb.frames]
+        kept = replay_indices(emb, idx)
+        shown = [emb.frames[i] for i in kept]
+        frames = [dict(data=[_typed_xyz(t) for t in _cluster_traces(f, clusters, dims, label)],
+                       traces=list(range(n_cluster_traces)), name=str(f.round), layout=dict(annotations=_note(f, dims)))
+                  for f in shown]
         step_args = lambda name: [[name], dict(mode="immediate", frame=dict(duration=0, redraw=redraw),
                                               transition=dict(duration=0))]
         # the play/pause buttons on a row of their own, the slider under them across the whole width
@@ -224,9 +311,9 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
                                             transition=dict(duration=0))]),
                 ])],
             sliders=[dict(
-                active=idx, x=0, len=1.0, y=below, yanchor="top", pad=dict(t=34, b=0),
+                active=kept.index(idx), x=0, len=1.0, y=below, yanchor="top", pad=dict(t=34, b=0),
                 currentvalue=dict(prefix="round ", xanchor="right", font=dict(size=12)),
-                steps=[dict(label=str(f.round), method="animate", args=step_args(str(f.round))) for f in emb.frames],
+                steps=[dict(label=str(f.round), method="animate", args=step_args(str(f.round))) for f in shown],
             )],
         )
     return figure_from(data, lay, frames)

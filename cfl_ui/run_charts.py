@@ -166,7 +166,8 @@ def embedding_block(unit, key: str, method: str, active_round=None, height: int 
         with st.container(key=embedding_mark(key)):  # marked: a narrow window gives its column the whole width
             chart(lambda: F.embedding_figure(emb, active_round, height=height, animate=not live), f"{key}.emb",
                   cache=("emb", *unit_key(unit), method, active_round, height, not live),
-                  caption=CAPTIONS[cap] + " Click a client to see why it moved.", select=emb.dims == 2)
+                  caption=CAPTIONS[cap] + " Click a client to see why it moved."
+                  + (F.replay_note(emb) if not live else ""), select=emb.dims == 2)
         return
     if has_loss:
         st.markdown(f"**How {label} sees the clients**")

@@ -77,3 +77,16 @@ def test_a_remote_watcher_reruns_the_fragment_at_the_servers_interval_and_gets_r
     assert 20_000 <= stats["largest"] < 40_000, stats
     assert stats["bytes"] < 20_000 * 3, stats  # not resent in full at every rerun
 
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--rounds", "0"], "--rounds 0"),
+    (["--rounds", "100001"], "--rounds 100001"),
+    (["--sessions", "3", "--jobs", "0"], "--sessions 3 with --jobs 0"),
+    (["--seconds", "0"], "--seconds"),
+])
+def test_settings_that_cannot_describe_a_watched_job_are_refused_with_one_line_naming_them(args, named):
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "server_load.py"), *args],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and named in out.stderr and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("server_load.py: error:")

@@ -38,6 +38,66 @@ def test_cached_keeps_an_empty_result():
     assert built == [1]
 
 
+def test_sessions_asking_for_a_key_being_built_wait_for_that_build_instead_of_building_it_again(monkeypatch):
+    """A job's end reruns every watching session at once: one of them builds each new figure, the rest wait."""
+    import threading
+    import time
+
+    monkeypatch.setattr(charts, "_CACHE", type(charts._CACHE)())
+    builds, results = [], []
+    release = threading.Event()
+
+    def build():
+        builds.append(threading.get_ident())
+        release.wait(5)
+        return ["the figure"]
+
+    sessions = [threading.Thread(target=lambda: results.append(charts.cached(("replay",), build)))
+                for _ in range(5)]
+    for t in sessions:
+        t.start()
+    time.sleep(0.3)  # every session has asked by now; one builds, four wait
+    assert len(builds) == 1 and not results
+    release.set()
+    for t in sessions:
+        t.join(5)
+    assert len(builds) == 1 and len(results) == 5 and all(r is results[0] for r in results)
+    assert not charts._BUILDING  # nothing left marked as being built
+
+
+def test_a_failed_build_is_built_again_by_a_waiting_session(monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setattr(charts, "_CACHE", type(charts._CACHE)())
+    calls, results, errors = [], [], []
+    started = threading.Event()
+
+    def build():
+        calls.append(1)
+        if len(calls) == 1:
+            started.set()
+            time.sleep(0.3)
+            raise ValueError("bad data")
+        return "built"
+
+    def session():
+        try:
+            results.append(charts.cached(("flaky",), build))
+        except ValueError as e:
+            errors.append(str(e))
+
+    first = threading.Thread(target=session)
+    first.start()
+    started.wait(5)
+    second = threading.Thread(target=session)
+    second.start()
+    first.join(5)
+    second.join(5)
+    assert errors == ["bad data"] and results == ["built"] and len(calls) == 2
+    assert not charts._BUILDING
+
+
 def test_unit_key_changes_with_each_new_round():
     class Rec:
         def __init__(self, r):

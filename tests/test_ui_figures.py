@@ -45,7 +45,7 @@ def test_raw_two_model_embedding_has_fixed_equal_axes_and_one_frame_per_round():
     allx = np.concatenate([f.points[:, 0] for f in emb.frames])
     assert emb.ranges[0][0] <= allx.min() and allx.max() <= emb.ranges[0][1]
     fig = F.embedding_figure(emb)
-    assert isinstance(fig, go.Figure) and len(fig.frames) == 4
+    assert isinstance(fig, go.Figure) and len(fig.to_dict()["frames"]) == 4
     assert fig.layout.sliders[0].active == 3  # the latest round shown first
     names = [t.name for t in fig.data]
     assert "cluster 0" in names and "model 1" in names and "equal losses" in names
@@ -53,7 +53,62 @@ def test_raw_two_model_embedding_has_fixed_equal_axes_and_one_frame_per_round():
     assert first.marker.color == cluster_color(0)
     assert set(first.marker.symbol) <= {model_symbol(0), model_symbol(1)}
     assert "client 0" in first.text[0] and "losses" in first.text[0]
-    assert not F.embedding_figure(emb, animate=False).frames  # live: no frames to build
+    assert "frames" not in F.embedding_figure(emb, animate=False).to_dict()  # live: no frames to build
+
+
+def test_the_replay_and_its_json_are_what_plotly_validates_unchanged():
+    from tests.test_ui_algorithm_views_json import check_figure
+
+    spec = check_figure(F.embedding_figure(E.loss_embedding(records(k_models=4, clusters=4, rounds=6), E.PCA)))
+    assert [f["name"] for f in spec["frames"]] == [str(r) for r in range(6)]
+    assert [s["label"] for s in spec["layout"]["sliders"][0]["steps"]] == [str(r) for r in range(6)]
+
+
+def long_run(rounds: int, per: int = 3, moves=(3, 4, 250, 251)):
+    """A long run in which clients change model only in the rounds `moves` (the rest repeat the assignment)."""
+    recs = records(k_models=2, clusters=2, per=per, rounds=rounds)
+    n = 2 * per
+    for r, rec in enumerate(recs):
+        flips = sum(1 for m in moves if m <= r)
+        rec.assignments = [(c + flips) % 2 if c == 0 else rec.assignments[c] for c in range(n)]
+    return recs
+
+
+def test_a_long_runs_replay_keeps_every_round_a_client_moved_and_spreads_the_rest_within_the_cap():
+    recs = long_run(2000)
+    emb = E.loss_embedding(recs)
+    assert len(emb.frames) == 2000 and F.replay_cap(emb) == F.MAX_REPLAY_FRAMES
+    spec = F.embedding_figure(emb).to_dict()
+    rounds = [int(f["name"]) for f in spec["frames"]]
+    assert len(rounds) == F.MAX_REPLAY_FRAMES and rounds == sorted(rounds)
+    assert {0, 3, 4, 250, 251, 1999} <= set(rounds)  # the first, the moves, the last
+    gaps = np.diff(rounds)
+    assert gaps.max() <= 2 * 2000 / F.MAX_REPLAY_FRAMES  # the rest evenly spread: no long stretch left out
+    steps = spec["layout"]["sliders"][0]["steps"]
+    assert [s["label"] for s in steps] == [str(r) for r in rounds]
+    assert spec["layout"]["sliders"][0]["active"] == len(rounds) - 1  # the latest round shown first
+    # a round picked on the page is among the frames, and the slider starts on it
+    picked = F.embedding_figure(emb, active_round=1234).to_dict()
+    names = [f["name"] for f in picked["frames"]]
+    assert "1234" in names and picked["layout"]["sliders"][0]["active"] == names.index("1234")
+    assert "120 of its 2000 rounds" in F.replay_note(emb) and F.replay_note(E.loss_embedding(recs[:100])) == ""
+
+
+def test_the_replay_keeps_fewer_frames_the_more_clients_each_draws():
+    small = E.loss_embedding(long_run(300, per=3))
+    big = E.loss_embedding(long_run(300, per=500))  # 1000 clients a frame
+    assert F.replay_cap(small) == F.MAX_REPLAY_FRAMES
+    assert F.replay_cap(big) == F.MAX_REPLAY_POINTS // 1000
+    frames = F.embedding_figure(big).to_dict()["frames"]
+    assert len(frames) == F.replay_cap(big)
+    assert sum(len(t["x"]) for f in frames for t in f["data"]) <= F.MAX_REPLAY_POINTS
+
+
+def test_when_clients_move_in_more_rounds_than_half_the_cap_the_moves_are_spread_too():
+    emb = E.loss_embedding(long_run(1000, moves=tuple(range(1, 1000, 2))))  # a move every other round
+    kept = F.replay_indices(emb, len(emb.frames) - 1)
+    assert len(kept) == F.MAX_REPLAY_FRAMES and kept[0] == 0 and kept[-1] == 999
+    assert np.diff(kept).max() <= 3 * 1000 / F.MAX_REPLAY_FRAMES
 
 
 def test_three_models_give_a_3d_scatter_and_more_give_pca_with_stable_axes():
