@@ -105,9 +105,11 @@ if getattr(pio.to_json, "__name__", "") != "_to_json":  # once per process, what
 
 
 def unit_key(unit) -> tuple:
-    """What a run's figures are built from: the run and how many rounds it has so far."""
+    """What a run's figures are built from: the run (and when it started: a folder run again with --overwrite is
+    another run) and how many rounds it has so far."""
     recs = unit.records
-    return (unit.ref, unit.folder, len(recs), recs[-1].round if recs else -1)
+    started = (getattr(unit, "meta", None) or {}).get("started_at")
+    return (unit.ref, unit.folder, len(recs), recs[-1].round if recs else -1, started)
 
 
 LEGEND_ROW = 20  # px: one more row of a legend above the plot

@@ -263,8 +263,15 @@ def rounds_jsonl(records) -> str:
     return "\n".join(r.to_json() for r in records) + ("\n" if records else "")
 
 
+def exported(kind: str, units, make) -> str:
+    """The text of an export file of `units`, made once per round count for every session (cfl_ui.charts.cached):
+    when a job ends, every session watching it draws its Export section at once; serializing a 2000-round run's
+    records again in each cost 0.3-0.4 s of the interpreter lock per session (benchmarks/SERVER_LOAD.md)."""
+    return cached(("export", kind, *(part for u in units for part in unit_key(u))), make)
+
+
 def exports_block(units, key: str, snap=None) -> None:
-    """Download buttons for the runs' records and configs, made now.
+    """Download buttons for the runs' records and configs, made now (each file once per round count).
 
     Only ever drawn outside a refreshing fragment: for an ended job by the page itself, for a running job by
     cfl_ui.export_view after its button is pressed (serializing every record at each poll cost about 1 ms a round,
@@ -274,11 +281,13 @@ def exports_block(units, key: str, snap=None) -> None:
     if len(units) == 1:
         u = units[0]
         name = (u.ref or "run").replace("/", "_")
-        cols[0].download_button("Per-round metrics (CSV)", metrics_csv(u.records), f"{name}-rounds.csv",
+        cols[0].download_button("Per-round metrics (CSV)", exported("csv", units, lambda: metrics_csv(u.records)),
+                                f"{name}-rounds.csv",
                                 "text/csv", key=f"{key}.csv", **dl)
         cols[1].download_button("Config (JSON)", json.dumps(u.config, indent=1, sort_keys=True),
                                 f"{name}-config.json", "application/json", key=f"{key}.json", **dl)
-        cols[2].download_button("Rounds (JSON lines)", rounds_jsonl(u.records), f"{name}-rounds.jsonl",
+        cols[2].download_button("Rounds (JSON lines)", exported("jsonl", units, lambda: rounds_jsonl(u.records)),
+                                f"{name}-rounds.jsonl",
                                 "application/x-ndjson", key=f"{key}.jsonl", **dl)
         if u.summary:  # once it ended
             cols[3].download_button("Summary (JSON)", json.dumps(u.summary, indent=1, sort_keys=True),
@@ -286,7 +295,8 @@ def exports_block(units, key: str, snap=None) -> None:
         if u.folder:
             st.caption(f"Run folder: {code(u.folder)}")
     else:
-        cols[0].download_button("Per-round metrics (CSV)", rounds_csv(units), "rounds.csv", "text/csv",
+        cols[0].download_button("Per-round metrics (CSV)", exported("csvs", units, lambda: rounds_csv(units)),
+                                "rounds.csv", "text/csv",
                                 key=f"{key}.csv", **dl)
         cols[1].download_button("Configs (JSON)", json.dumps([u.config for u in units], indent=1, sort_keys=True),
                                 "configs.json", "application/json", key=f"{key}.json", **dl)

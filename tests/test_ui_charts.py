@@ -110,6 +110,11 @@ def test_unit_key_changes_with_each_new_round():
     key = charts.unit_key(Unit)
     Unit.records = (*Unit.records, Rec(2))
     assert charts.unit_key(Unit) != key and charts.unit_key(Unit)[2] == 3
+    # the same folder run again (`run --out X --overwrite`) with as many rounds is another run: nothing reused
+    Unit.meta = {"started_at": "2026-12-03T00:06:01+0000"}
+    again = charts.unit_key(Unit)
+    Unit.meta = {"started_at": "2026-12-03T00:09:12+0000"}
+    assert charts.unit_key(Unit) != again
 
 
 def chart_script():

@@ -83,3 +83,41 @@ def test_a_running_comparisons_files_are_made_on_demand_and_hold_every_algorithm
     at, labels = _pressed(_compare_exports_app, "made", "cmp.export.export_now")
     assert {"Results table (CSV)", "Per-round metrics (CSV)"} <= labels
     assert at.session_state["made"] == [("clove", "ifca")]  # one file of every algorithm's rounds, made now
+
+
+def _ended_exports_app():
+    import streamlit as st
+
+    from cfl_ui import run_charts as R
+    from cfl_ui.snapshots import FINISHED, UnitSnapshot
+    from tests.test_ui_server_load import record
+
+    calls = st.session_state.setdefault("calls", [])
+    unit = UnitSnapshot(ref=f"ended-{st.session_state.get('job', 'a')}", name="", label="x", tags={},
+                        config={"algorithm": "clove"}, status=FINISHED, records=tuple(record(r) for r in range(6)),
+                        total_rounds=6, summary={"status": "finished"}, meta={"started_at": "t0"}, error=None,
+                        traceback=None, folder=None)
+    real = (R.metrics_csv, R.rounds_jsonl)
+    R.metrics_csv = lambda records: calls.append("csv") or real[0](records)
+    R.rounds_jsonl = lambda records: calls.append("jsonl") or real[1](records)
+    try:
+        R.exports_block([unit], "pg")
+    finally:
+        R.metrics_csv, R.rounds_jsonl = real
+
+
+def test_an_ended_jobs_files_are_made_once_for_every_session_that_shows_them():
+    """When a job ends, every session watching it draws its Export section at once: the files are serialized by
+    the first, the others get the same text."""
+    import uuid
+
+    job = uuid.uuid4().hex  # a job no other test's session has drawn
+    sessions = []
+    for _ in range(3):
+        at = AppTest.from_function(_ended_exports_app, default_timeout=60)
+        at.session_state["job"] = job
+        sessions.append(at.run())
+        assert not at.exception, [e.value for e in at.exception]
+    assert [at.session_state["calls"] for at in sessions] == [["csv", "jsonl"], [], []]
+    files = [[b.proto.url for b in at.get("download_button")] for at in sessions]
+    assert all(len(f) == 4 for f in files)  # CSV, config, JSON lines, summary in every session
