@@ -244,7 +244,8 @@ def replay_note(emb: Embedding | None) -> str:
 
 def embedding_figure(emb: Embedding, active_round: int | None = None, height: int = 470,
                      animate: bool = True) -> go.Figure:
-    """Clients as points (colour = true cluster, symbol = assigned model), one animation frame per round."""
+    """Clients as points (colour = true cluster, symbol = assigned model), one animation frame per round (a long
+    run's replay keeps some of them: `replay_indices`)."""
     dims = 3 if emb.dims == 3 else 2
     clusters = sorted({int(c) for f in emb.frames for c in f.clusters})
     models = sorted({int(m) for f in emb.frames for m in f.models if m >= 0} | set(range(emb.num_models)))
