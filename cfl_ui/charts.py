@@ -104,12 +104,17 @@ if getattr(pio.to_json, "__name__", "") != "_to_json":  # once per process, what
     pio.to_json = _to_json
 
 
-def unit_key(unit) -> tuple:
-    """What a run's figures are built from: the run (and when it started: a folder run again with --overwrite is
-    another run) and how many rounds it has so far."""
-    recs = unit.records
+def run_identity(unit) -> str:
+    """The run a unit shows: its reference and when it started (a folder run again with `--overwrite` is another
+    run under the same reference). What the caches of a run's figures and embeddings are keyed by."""
     started = (getattr(unit, "meta", None) or {}).get("started_at")
-    return (unit.ref, unit.folder, len(recs), recs[-1].round if recs else -1, started)
+    return f"{unit.ref}@{started}" if started else str(unit.ref)
+
+
+def unit_key(unit) -> tuple:
+    """What a run's figures are built from: the run (`run_identity`) and how many rounds it has so far."""
+    recs = unit.records
+    return (run_identity(unit), unit.folder, len(recs), recs[-1].round if recs else -1)
 
 
 LEGEND_ROW = 20  # px: one more row of a legend above the plot

@@ -13,7 +13,7 @@ import streamlit as st
 
 from . import figures as F
 from . import session as S
-from .charts import chart, legend_rows
+from .charts import chart, legend_rows, run_identity
 from .embedding import PCA, loss_embedding
 from .lessons import BY_ID, CURVES, EMBEDDING, LESSONS, configs, missing
 from .run_charts import series_of
@@ -82,7 +82,7 @@ def step_chart(lesson, step, units, rnd: int, note: str | None, key: str) -> Non
     tag = ("lesson", lesson.id, step.title, tuple(u.ref for u in units), rnd, note)
     if step.chart == EMBEDDING:
         u = units[step.unit]
-        emb = loss_embedding(u.records, PCA, cache_key=u.ref)
+        emb = loss_embedding(u.records, PCA, cache_key=run_identity(u))
         if emb is None or all(f.round != rnd for f in emb.frames):
             st.info(f"{u.label} has measured no loss vectors by round {rnd} (its first round assigns at random).",
                     icon=":material/hourglass_top:")

@@ -14,7 +14,7 @@ import streamlit as st
 from . import figures as F
 from .algorithm_views import embedding_views, extra_views
 from .literal import code, md
-from .charts import cached, chart, unit_key
+from .charts import cached, chart, run_identity, unit_key
 from .embedding import PCA, UMAP, loss_embedding
 from .palette import algorithm_color
 from .store import metrics_csv
@@ -153,9 +153,9 @@ def embedding_block(unit, key: str, method: str, active_round=None, height: int 
     if method == UMAP and recs:
         with st.spinner("UMAP: laying out each round (the server compiles UMAP once, in the background after it "
                         "starts: a switch in its first minute waits for that)…"):
-            emb = loss_embedding(recs, method, cache_key=unit.ref)
+            emb = loss_embedding(recs, method, cache_key=run_identity(unit))
     else:
-        emb = loss_embedding(recs, method, cache_key=unit.ref) if recs else None
+        emb = loss_embedding(recs, method, cache_key=run_identity(unit)) if recs else None
     if emb is not None:
         st.markdown(f"**How {label} sees the clients** · <span class='cfl-muted'>{emb.detail}</span>",
                     unsafe_allow_html=True)
@@ -174,7 +174,8 @@ def embedding_block(unit, key: str, method: str, active_round=None, height: int 
         st.info("No loss vectors yet: they appear from the first round in which the algorithm measures them "
                 "(CLoVE's round 0 assigns at random).", icon=":material/hourglass_top:")
         return
-    views = embedding_views(unit.algorithm, recs, active_round, method if method != "raw" else PCA, unit.ref)
+    views = embedding_views(unit.algorithm, recs, active_round, method if method != "raw" else PCA,
+                            run_identity(unit))
     st.markdown(f"**How {label} sees the clients**")
     if not views:
         st.info(f"{label} does not compare clients by their losses, so there is no loss-vector embedding, and "

@@ -258,3 +258,40 @@ def test_sessions_polling_a_running_unit_draw_the_same_round_count_within_an_int
     assert steady(unit(2), now=101.1).rounds_done == 2  # never more than the unit holds (a restarted job)
     other = dataclasses.replace(unit(9), ref="job-frames-other")
     assert steady(other, now=101.2).rounds_done == 9  # each unit has its own
+
+
+def _rerun_folder_app():
+    """The embedding of a run folder as the Runs page draws it; st.session_state["variant"] picks which of two runs
+    (the same reference, folder and round count, started at different times) the folder holds now."""
+    import dataclasses
+
+    import streamlit as st
+
+    from cfl_ui import run_charts as R
+    from cfl_ui.snapshots import FINISHED, UnitSnapshot
+    from tests.test_ui_figures import records
+
+    variant = st.session_state.get("variant", 0)
+    recs = records(k_models=2)
+    if variant:  # the second run's losses differ
+        recs = [dataclasses.replace(r, loss_matrix=[[2 * v for v in row] for row in r.loss_matrix]) for r in recs]
+    unit = UnitSnapshot(ref=st.session_state["ref"], name="", label="x", tags={}, config={"algorithm": "clove"},
+                        status=FINISHED, records=tuple(recs), total_rounds=len(recs), summary={}, error=None,
+                        meta={"started_at": f"2026-12-03T00:0{variant}:00+0000", "has_loss_vectors": True},
+                        traceback=None, folder="/runs/again")
+    R.embedding_block(unit, "runs", "pca")
+
+
+def test_a_folder_run_again_with_as_many_rounds_shows_the_new_runs_embedding_not_the_cached_one():
+    import uuid
+
+    ref = f"again-{uuid.uuid4().hex}"
+    specs = []
+    for variant in (0, 1, 0):
+        at = AppTest.from_function(_rerun_folder_app, default_timeout=60)
+        at.session_state["ref"], at.session_state["variant"] = ref, variant
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        specs.append(json.loads(at.get("plotly_chart")[0].proto.spec))
+    assert specs[0]["layout"]["xaxis"]["range"] != specs[1]["layout"]["xaxis"]["range"]  # the new run's losses
+    assert specs[2] == specs[0]
