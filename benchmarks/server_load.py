@@ -495,11 +495,12 @@ def main() -> int:
                 out, _ = remote.communicate(60)
                 for line in out.splitlines():
                     st = json.loads(line)
-                    got.append({"messages_per_s": round(st["messages"] / max(st["seconds"], 1e-9), 2),
-                                "kB_per_s": round(st["bytes"] / 1e3 / max(st["seconds"], 1e-9), 1),
+                    secs = max(st["seconds"], 1e-9)
+                    got.append({"messages_per_s": round(st["messages"] / secs, 2),
+                                "kB_per_s": round(st["bytes"] / 1e3 / secs, 1),
                                 "largest_message_kB": round(st["largest"] / 1e3, 1),
-                                "fragment_reruns_per_s": round(st["fragment_reruns"] / max(st["seconds"], 1e-9), 2),
-                                "references_per_s": round(st.get("references", 0) / max(st["seconds"], 1e-9), 2),
+                                "fragment_reruns_per_s": round(st["fragment_reruns"] / secs, 2),
+                                "references_per_s": round(st.get("references", 0) / secs, 2),
                                 **({"error": st["error"]} if "error" in st else {})})
             for context in watchers:
                 context.close()
