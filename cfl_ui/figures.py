@@ -4,7 +4,7 @@ Every builder returns a `plotly.graph_objects.Figure` in the house style (`house
 palette (cfl_ui.palette), models told apart by symbol (scatter) or by a second palette (heatmap, stacked area).
 
 Every figure of the dashboard (the live charts, the per-algorithm views of cfl_ui.algorithm_views, the client
-drill-down, the IFCA explorer's, the Partitions page's and the Sweeps heatmap) is written as plain dicts and wrapped
+drill-down, the IFCA explorer's, the Partitions page's (cfl_ui.partition_figures) and the Sweeps heatmap) is written as plain dicts and wrapped
 without plotly's validation (`figure_from`): building them through graph objects cost 30-400 ms each on this 2-core
 machine (validators, `__setattr__` path parsing, the template validated per figure), about a core while five
 browsers watched two jobs (benchmarks/SERVER_LOAD.md); from dicts it is a few ms, the same JSON. Their JSON is checked
@@ -20,6 +20,9 @@ import plotly.graph_objects as go
 
 from .embedding import Embedding
 from .palette import FONT, GRID, UNPLACED, cluster_color, model_color, model_symbol
+# which rounds the charts draw of a long run; named here too, where the charts' callers look for them
+from .rounds_drawn import (MAX_REPLAY_FRAMES, MAX_REPLAY_POINTS, MAX_ROUND_COLUMNS, decimate,  # noqa: F401
+                           decimated_note, replay_cap, replay_indices, replay_note)
 
 ARI_TARGET = 0.9
 # texts drawn in a fixed colour are read on white and on the dark theme's near-black: mid tones only
@@ -193,55 +196,6 @@ def _legend_marker(dims: int, **marker) -> dict:
     return trace
 
 
-MAX_REPLAY_FRAMES = 120  # rounds a replay steps through at most (at 0.65 s a frame: 78 s to play)
-MAX_REPLAY_POINTS = 20_000  # client points in all of a replay's frames at most (~2 MB of JSON with their hovers)
-
-
-def replay_cap(emb: Embedding) -> int:
-    """How many frames `embedding_figure`'s replay keeps: fewer the more clients a frame draws."""
-    per_frame = max((len(f.clients) for f in emb.frames), default=1)
-    return int(min(MAX_REPLAY_FRAMES, max(10, MAX_REPLAY_POINTS // max(1, per_frame))))
-
-
-def _spread(items: list, count: int) -> list:
-    if count <= 0 or not items:
-        return []
-    if len(items) <= count:
-        return list(items)
-    return [items[i] for i in np.unique(np.linspace(0, len(items) - 1, count).round().astype(int))]
-
-
-def _moved(before, after) -> bool:
-    """Whether any client changed model (or the drawn clients changed) from one frame to the next."""
-    return (len(before.clients) != len(after.clients) or not np.array_equal(before.clients, after.clients)
-            or not np.array_equal(before.models, after.models))
-
-
-def replay_indices(emb: Embedding, active: int, cap: int | None = None) -> list[int]:
-    """The frames a replay keeps: all of them up to `cap`; past it the first, the last, the active one, the rounds
-    in which an assignment changed (up to half the cap, evenly spread), then the rest evenly spread.
-
-    A frame per round made a 2000-round run's embedding 11 MB of JSON, sent to every session that opened it,
-    with a slider of 2000 steps; the rounds in which clients move are the ones a replay is for."""
-    n = len(emb.frames)
-    cap = replay_cap(emb) if cap is None else cap
-    if n <= cap:
-        return list(range(n))
-    keep = {0, n - 1, active}
-    moves = [i for i in range(1, n) if _moved(emb.frames[i - 1], emb.frames[i]) and i not in keep]
-    keep.update(_spread(moves, cap // 2 - len(keep)))
-    keep.update(_spread([i for i in range(n) if i not in keep], cap - len(keep)))
-    return sorted(keep)
-
-
-def replay_note(emb: Embedding | None) -> str:
-    """The caption's note for an embedding whose replay keeps only some rounds (empty when it keeps them all)."""
-    if emb is None or len(emb.frames) <= replay_cap(emb):
-        return ""
-    return (f" A long run: the replay steps through {replay_cap(emb)} of its {len(emb.frames)} rounds (those in "
-            "which clients changed model first, the rest evenly spread); the exports hold every round.")
-
-
 def embedding_figure(emb: Embedding, active_round: int | None = None, height: int = 470,
                      animate: bool = True) -> go.Figure:
     """Clients as points (colour = true cluster, symbol = assigned model), one animation frame per round (a long
@@ -321,29 +275,6 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
 
 
 # -- assignments ------------------------------------------------------------------
-MAX_ROUND_COLUMNS = 400  # columns (rounds) a clients-by-rounds chart draws at most
-
-
-def decimate(records, cap: int = MAX_ROUND_COLUMNS) -> list:
-    """At most `cap` of the records, evenly spread over the run, the first and the last always among them.
-
-    A chart with one column per round grows without bound: a 2000-round run's heatmap was 0.5 MB of JSON,
-    sent to every watching session at every redraw and wider than any screen has pixels."""
-    records = list(records)
-    if len(records) <= cap:
-        return records
-    keep = np.unique(np.linspace(0, len(records) - 1, max(2, cap)).round().astype(int))
-    return [records[i] for i in keep]
-
-
-def decimated_note(count: int, cap: int = MAX_ROUND_COLUMNS) -> str:
-    """The caption's note for a chart drawn from `decimate` (empty when every round is drawn)."""
-    if count <= cap:
-        return ""
-    return (f" A long run: {cap} of its {count} rounds are drawn, evenly spread (the first and the last among "
-            "them); the exports hold every round.")
-
-
 def _discrete_scale(colors: list[str]) -> list:
     n = len(colors)
     scale = []
@@ -563,116 +494,3 @@ def spread_figure(rows: list[dict], algorithms: list[str], modes: list[str], lab
         yaxis["range"] = [-0.08, 1.08]
     return figure_from(data, house(height, boxmode="group", yaxis=yaxis,
                                    xaxis=axis("initialisation", categoryorder="array", categoryarray=list(modes))))
-
-
-# -- partitions -----------------------------------------------------------------
-def cluster_class_heatmap(clients: list[dict], num_classes: int, height: int = 300) -> go.Figure:
-    """Training samples of each class (as the clients see their labels) in each true cluster."""
-    clusters = sorted({c["cluster"] for c in clients})
-    z = np.zeros((len(clusters), num_classes), dtype=int)
-    for c in clients:
-        counts = c.get("label_counts") or []
-        z[clusters.index(c["cluster"]), : len(counts)] += np.asarray(counts, dtype=int)
-    heat = dict(type="heatmap", z=z, x=[str(j) for j in range(num_classes)], y=[f"cluster {c}" for c in clusters],
-                colorscale=colorscale("Blues"), text=z, texttemplate="%{text}", textfont=dict(size=10), xgap=1,
-                ygap=1, zmin=0, zmax=max(1, int(z.max())), hovertemplate="%{y}, class %{x}: %{z} samples<extra></extra>",
-                colorbar=dict(title=dict(text="samples"), thickness=12))
-    return figure_from([heat], house(height, legend=False, xaxis=axis("class (label as the clients see it)",
-                                                                      type="category"),
-                                     yaxis=dict(autorange="reversed")))
-
-
-def _class_colors(n: int) -> list[str]:
-    import plotly.colors as pc
-
-    return pc.sample_colorscale("Viridis", [i / max(1, n - 1) for i in range(n)])
-
-
-def client_labels_figure(clients: list[dict], num_classes: int, height: int = 320) -> go.Figure:
-    """Each client's training labels, stacked by class, clients grouped by true cluster."""
-    ordered = sorted(clients, key=lambda c: (c["cluster"], c["id"]))
-    x = [f"{c['id']}" for c in ordered]
-    data = []
-    colors = _class_colors(num_classes)
-    for j in range(num_classes):
-        ys = [(c.get("label_counts") or [0] * num_classes)[j] if j < len(c.get("label_counts") or []) else 0
-              for c in ordered]
-        if not any(ys):
-            continue
-        data.append(dict(type="bar", x=x, y=ys, name=f"class {j}", marker=dict(color=colors[j]),
-                         hovertemplate=f"client %{{x}}, class {j}: %{{y}}<extra></extra>"))
-    lay = house(height, barmode="stack", bargap=0.15, shapes=_cluster_bands(ordered),
-                xaxis=axis("client (grouped by true cluster)", type="category"),
-                yaxis=axis("training samples", gridcolor=GRID))
-    lay["legend"]["traceorder"] = "normal"
-    return figure_from(data, lay)
-
-
-def _cluster_bands(ordered) -> list[dict]:
-    """A coloured band under each cluster's clients on a categorical x axis (layout shapes)."""
-    shapes, start = [], 0
-    for i in range(1, len(ordered) + 1):
-        if i == len(ordered) or ordered[i]["cluster"] != ordered[start]["cluster"]:
-            c = ordered[start]["cluster"]
-            shapes.append(dict(type="rect", xref="x", yref="paper", x0=start - 0.5, x1=i - 0.5, y0=-0.02, y1=0.0,
-                               fillcolor=cluster_color(c), line=dict(width=0)))
-            start = i
-    return shapes
-
-
-def client_sizes_figure(clients: list[dict], height: int = 300) -> go.Figure:
-    """Training and test samples per client, coloured by true cluster."""
-    ordered = sorted(clients, key=lambda c: (c["cluster"], c["id"]))
-    x = [str(c["id"]) for c in ordered]
-    colors = [cluster_color(c["cluster"]) for c in ordered]
-    data = [dict(type="bar", x=x, y=[c["n_train"] for c in ordered], name="train", marker=dict(color=colors),
-                 customdata=[c["cluster"] for c in ordered],
-                 hovertemplate="client %{x} (cluster %{customdata}): %{y} train samples<extra></extra>"),
-            dict(type="bar", x=x, y=[c["n_test"] for c in ordered], name="test",
-                 marker=dict(color=[_hex_alpha(c, 0.4) for c in colors]),
-                 hovertemplate="client %{x}: %{y} test samples<extra></extra>")]
-    return figure_from(data, house(height, barmode="group", bargap=0.2,
-                                   xaxis=axis("client (grouped by true cluster)", type="category"),
-                                   yaxis=axis("samples", gridcolor=GRID)))
-
-
-def _grid_domains(n: int, spacing: float) -> list[list[float]]:
-    """make_subplots' domains of n equal cells with `spacing` between them, from 0 up (its arithmetic)."""
-    sizes = [(1.0 - spacing * (n - 1)) / n] * n
-    return [[sum(sizes[:i]) + i * spacing, sum(sizes[:i]) + i * spacing + sizes[i]] for i in range(n)]
-
-
-def image_grid_figure(rows: list[tuple[str, np.ndarray, list[str]]], height: int | None = None) -> go.Figure:
-    """Rows of small images: (row title, images [n, C, H, W] in [0, 1], one caption per image), one cell (an x and
-    a y axis, as make_subplots lays them out) per image, square pixels."""
-    n_rows = len(rows)
-    n_cols = max(len(r[1]) for r in rows) if rows else 1
-    xs = _grid_domains(n_cols, 0.012)
-    ys = _grid_domains(n_rows, min(0.09, 0.5 / (n_rows - 1)) if n_rows > 1 else 0.05)[::-1]  # row 1 at the top
-    lay = house(height or int(95 * n_rows + 40), legend=False, margin=dict(l=110, r=10, t=24, b=6))
-    data, titles, labels = [], [], []
-    for i, (label, imgs, caps) in enumerate(rows):
-        for j in range(n_cols):
-            k = i * n_cols + j + 1
-            n = k if k > 1 else ""
-            lay[f"xaxis{n}"] = dict(anchor=f"y{n}", domain=xs[j], visible=False, constrain="domain")
-            lay[f"yaxis{n}"] = dict(anchor=f"x{n}", domain=[max(0.0, ys[i][0]), min(1.0, ys[i][1])], visible=False,
-                                    autorange="reversed", constrain="domain", scaleanchor=f"x{n}")
-            caption = caps[j] if j < len(caps) else ""
-            if caption:  # the theme's text colour: readable on the light and the dark background
-                titles.append(dict(text=caption, showarrow=False, font=dict(size=10), x=sum(xs[j]) / 2.0,
-                                   xanchor="center", xref="paper", y=lay[f"yaxis{n}"]["domain"][1],
-                                   yanchor="bottom", yref="paper"))
-            if j >= len(imgs):
-                continue
-            img = np.asarray(imgs[j], dtype=float)
-            if img.shape[0] == 3:
-                rgb = (np.clip(img.transpose(1, 2, 0), 0, 1) * 255).astype(np.uint8)
-                data.append(dict(type="image", z=rgb, hoverinfo="skip", xaxis=f"x{n}", yaxis=f"y{n}"))
-            else:
-                data.append(dict(type="heatmap", z=img[0], colorscale=colorscale("Greys"), showscale=False, zmin=0,
-                                 zmax=1, hoverinfo="skip", xaxis=f"x{n}", yaxis=f"y{n}"))
-        labels.append(dict(text=f"<b>{label}</b>", xref="paper", yref="paper", x=-0.005, xanchor="right",
-                           y=1 - (i + 0.5) / n_rows, showarrow=False, font=dict(size=12, color=cluster_color(i))))
-    lay["annotations"] = titles + labels
-    return figure_from(data, lay)

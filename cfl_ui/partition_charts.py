@@ -13,7 +13,7 @@ import io
 import numpy as np
 import streamlit as st
 
-from . import figures as F
+from . import partition_figures as PF
 from .charts import cached, chart
 from .palette import cluster_color
 from .partition_view import PARTITION_KEYS, partition_facts
@@ -118,18 +118,18 @@ def partition_report(values: dict, data: dict, key: str) -> None:
     if data["task"] == "classification":
         c1, c2 = st.columns(2, gap="medium")
         with c1:
-            chart(F.cluster_class_heatmap(clients, data["num_classes"]), f"{key}.cc", title="**Classes per cluster**",
+            chart(PF.cluster_class_heatmap(clients, data["num_classes"]), f"{key}.cc", title="**Classes per cluster**",
                   caption="Training samples of each class (as the clients see their labels) in each true cluster: "
                           "label skew shows as different columns per row, concept shift as swapped columns.")
         with c2:
-            chart(F.client_sizes_figure(clients), f"{key}.sizes", title="**Client sizes**",
+            chart(PF.client_sizes_figure(clients), f"{key}.sizes", title="**Client sizes**",
                   caption="Training (solid) and test (light) samples of every client, coloured by true cluster: "
                           "quantity skew makes these bars uneven.")
-        chart(F.client_labels_figure(clients, data["num_classes"]), f"{key}.labels", title="**Each client's labels**",
+        chart(PF.client_labels_figure(clients, data["num_classes"]), f"{key}.labels", title="**Each client's labels**",
               caption="One bar per client, stacked by class, clients grouped by true cluster (coloured strip): a "
                       "Dirichlet or pathological split makes clients of one cluster differ from each other too.")
     else:
-        chart(F.client_sizes_figure(clients), f"{key}.sizes", title="**Client sizes**",
+        chart(PF.client_sizes_figure(clients), f"{key}.sizes", title="**Client sizes**",
               caption="Training (solid) and test (light) samples of every client, coloured by true cluster.")
         truth = pj.get("truth") or {}
         if truth.get("theta"):
@@ -139,6 +139,6 @@ def partition_report(values: dict, data: dict, key: str) -> None:
     rows = data["rows"]
     if rows:
         shown = rows[:IMAGE_ROWS]
-        chart(F.image_grid_figure(shown), f"{key}.images", title="**What the clusters see**" + (
+        chart(PF.image_grid_figure(shown), f"{key}.images", title="**What the clusters see**" + (
             f" · the first {len(shown)} of {len(rows)} clusters" if len(rows) > len(shown) else ""))
     st.caption(data["note"])

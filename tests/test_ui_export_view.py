@@ -55,8 +55,6 @@ def test_a_running_jobs_files_are_made_when_asked_for_and_again_at_the_next_pres
 def _compare_exports_app():
     import streamlit as st
 
-    import streamlit as st
-
     from cfl_ui import compare_view as CV
     from cfl_ui import export_view as X
     from cfl_ui import live_view as LV

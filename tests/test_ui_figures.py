@@ -10,6 +10,7 @@ from cfl_core.records import RoundRecord
 from cfl_ui import algorithm_views as AV
 from cfl_ui import embedding as E
 from cfl_ui import figures as F
+from cfl_ui import partition_figures as PF
 from cfl_ui import params as Q
 from cfl_ui.palette import cluster_color, model_color, model_symbol
 from cfl_ui.presets import DEFAULT_PRESET, PRESETS, SIGNATURE_PRESET, preset_config
@@ -101,7 +102,7 @@ def test_the_replay_keeps_fewer_frames_the_more_clients_each_draws():
     assert F.replay_cap(big) == F.MAX_REPLAY_POINTS // 1000
     frames = F.embedding_figure(big).to_dict()["frames"]
     assert len(frames) == F.replay_cap(big)
-    assert sum(len(t["x"]) for f in frames for t in f["data"]) <= F.MAX_REPLAY_POINTS
+    assert sum(len(t["customdata"]) for f in frames for t in f["data"]) <= F.MAX_REPLAY_POINTS  # a client each
 
 
 def test_when_clients_move_in_more_rounds_than_half_the_cap_the_moves_are_spread_too():
@@ -205,12 +206,12 @@ def test_ifca_explorer_figures():
 def test_partition_figures_and_images():
     clients = [{"id": i, "cluster": i // 2, "n_train": 10 + i, "n_test": 5, "label_counts": [i, 10 - i, 0]}
                for i in range(4)]
-    cc = F.cluster_class_heatmap(clients, 3)
+    cc = PF.cluster_class_heatmap(clients, 3)
     assert np.array(cc.data[0].z).tolist() == [[1, 19, 0], [5, 15, 0]]
-    assert len(F.client_labels_figure(clients, 3).data) == 2  # class 2 is empty
-    sizes = F.client_sizes_figure(clients)
+    assert len(PF.client_labels_figure(clients, 3).data) == 2  # class 2 is empty
+    sizes = PF.client_sizes_figure(clients)
     assert list(sizes.data[0].y) == [10, 11, 12, 13]
-    grid = F.image_grid_figure([("cluster 0", np.zeros((3, 1, 8, 8)), ["a", "b", "c"]),
+    grid = PF.image_grid_figure([("cluster 0", np.zeros((3, 1, 8, 8)), ["a", "b", "c"]),
                                 ("cluster 1", np.ones((3, 3, 8, 8)), ["d", "e", "f"])])
     assert len(grid.data) == 6 and isinstance(grid.data[3], go.Image)
 

@@ -18,6 +18,7 @@ from cfl_core.experiment import Experiment
 from cfl_core.sweep.tables import GRID_MEASURES
 from cfl_ui import drilldown as D
 from cfl_ui import figures as F
+from cfl_ui import partition_figures as PF
 from cfl_ui import sweeps_view as V
 from cfl_ui.palette import model_color
 from tests.test_ui_algorithm_views_json import SMALL, check_figure
@@ -82,13 +83,13 @@ def _partition(partition: str) -> dict:
 def test_the_partition_figures_are_valid_plotly_json(partition):
     facts = _partition(partition)
     clients, classes = facts["partition"]["clients"], facts["num_classes"]
-    heat = check_figure(F.cluster_class_heatmap(clients, classes))["data"][0]
-    assert np.asarray(F.cluster_class_heatmap(clients, classes).data[0].z).sum() == sum(c["n_train"] for c in clients)
+    heat = check_figure(PF.cluster_class_heatmap(clients, classes))["data"][0]
+    assert np.asarray(PF.cluster_class_heatmap(clients, classes).data[0].z).sum() == sum(c["n_train"] for c in clients)
     assert heat["colorscale"][0] == [0.0, "rgb(247,251,255)"]  # plotly.py's Blues, written out
-    labels = check_figure(F.client_labels_figure(clients, classes))
+    labels = check_figure(PF.client_labels_figure(clients, classes))
     assert labels["layout"]["barmode"] == "stack" and labels["layout"]["legend"]["traceorder"] == "normal"
     assert len(labels["layout"]["shapes"]) == 3  # a band under each true cluster's clients
-    sizes = check_figure(F.client_sizes_figure(clients))
+    sizes = check_figure(PF.client_sizes_figure(clients))
     assert [t["name"] for t in sizes["data"]] == ["train", "test"]
 
 
@@ -97,7 +98,7 @@ def test_the_image_grid_is_valid_plotly_json_and_laid_out_as_make_subplots_did()
     rgb = [("cluster 1", np.random.default_rng(1).random((4, 3, 6, 6)), ["d", "", "f", "g"])]
     real = list(_partition("concept-shift")["rows"])
     for rows in (gray, gray + rgb, real):
-        fig = F.image_grid_figure(rows)
+        fig = PF.image_grid_figure(rows)
         spec = check_figure(fig)
         n_cols = max(len(r[1]) for r in rows)
         grid = make_subplots(rows=len(rows), cols=n_cols, subplot_titles=[c for _, imgs, caps in rows for c in
@@ -113,7 +114,7 @@ def test_the_image_grid_is_valid_plotly_json_and_laid_out_as_make_subplots_did()
         assert [(a["x"], a["y"]) for a in titles] == [pytest.approx((a["x"], a["y"]), abs=1e-12)
                                                       for a in expected["annotations"]]
         assert len(spec["data"]) == sum(len(r[1]) for r in rows)
-    assert [t["type"] for t in F.image_grid_figure(gray + rgb).to_plotly_json()["data"]] == ["heatmap"] * 3 + \
+    assert [t["type"] for t in PF.image_grid_figure(gray + rgb).to_plotly_json()["data"]] == ["heatmap"] * 3 + \
         ["image"] * 4
 
 
