@@ -169,3 +169,28 @@ def test_cuda_without_a_gpu_is_refused_before_any_work(tmp_path):
     code = subprocess.run([sys.executable, "-m", "cfl_core", "run", "--device", "cuda", "--out", str(out)],
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     assert code.returncode == 2 and "device='cuda' is not allowed" in code.stderr and not out.exists()
+
+
+def test_progress_to_a_log_is_about_twenty_lines_with_every_change_of_phase_and_the_last_round():
+    """Not a terminal (a log, a pipe): a 2000-round run printed 2000 progress lines."""
+    import io
+    from types import SimpleNamespace
+
+    from cfl_core.cli.run_cmd import ProgressBar
+
+    def rec(r, phase):
+        return SimpleNamespace(round=r, accuracy=0.5, loss=1.0, ari=1.0, extras={}, phase=phase)
+
+    log = io.StringIO()
+    bar = ProgressBar(2000, "clove", stream=log)
+    for r in range(2000):
+        bar.update(rec(r, "init" if r == 0 else "clustering" if r < 7 else "stable"))
+    lines = log.getvalue().splitlines()
+    shown = [int(line.split("] ")[1].split("/")[0]) for line in lines]
+    assert shown[0] == 1 and shown[-1] == 2000 and {2, 8} <= set(shown)  # first, phase changes, last
+    assert len(lines) <= ProgressBar.PLAIN_LINES + 3 and shown == sorted(set(shown))
+    short = io.StringIO()
+    bar = ProgressBar(12, "ifca", stream=short)
+    for r in range(12):
+        bar.update(rec(r, "training"))
+    assert len(short.getvalue().splitlines()) == 12  # a short run: every round

@@ -73,13 +73,18 @@ def config_from_args(args: argparse.Namespace, validate: bool = True, profile: b
 
 
 class ProgressBar:
-    """A one-line terminal bar; plain lines when the output is not a terminal."""
+    """A one-line terminal bar; plain lines when the output is not a terminal: the first and last round, every
+    change of phase, and about PLAIN_LINES lines in between (a log of a 2000-round run held 2000 of them)."""
+
+    PLAIN_LINES = 20
 
     def __init__(self, total: int, label: str, stream=None):
         self.total, self.label = total, label
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.started = time.perf_counter()
+        self.every = max(1, total // self.PLAIN_LINES)
+        self.phase = None  # the last record's phase (None before the first)
 
     def update(self, record) -> None:
         done = record.round + 1
@@ -89,12 +94,15 @@ class ProgressBar:
         width = 24
         filled = int(width * done / self.total)
         line = f"{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} {acc} {ari} {record.phase}"
+        changed, self.phase = record.phase != self.phase, record.phase  # the first record changes it from None
         if self.tty:
             self.stream.write("\r" + line.ljust(100))
             if done == self.total:
                 self.stream.write("\n")
-        else:
+        elif changed or done == self.total or done % self.every == 0:
             self.stream.write(line + "\n")
+        else:
+            return
         self.stream.flush()
 
 
