@@ -31,9 +31,12 @@ TOOLBAR = {"displaylogo": False, "displayModeBar": "hover", "modeBarButtonsToRem
 # the height of the band at the top of every chart kept free for the toolbar: legends and notes sit below it
 TOOLBAR_BAND = 30
 CACHE_SIZE = 256
+# and at most about this many bytes of them: an export file of a long run is tens of MB, a long replay's figure
+# a few MB, and 256 such would be gigabytes of the server's memory (the newest entry is kept whatever its size)
+CACHE_BYTES = 256 * 2**20
 
 _LOCK = threading.Lock()
-_CACHE: "OrderedDict[tuple, object]" = OrderedDict()
+_CACHE: "OrderedDict[tuple, tuple[object, int]]" = OrderedDict()  # key -> (value, its weight())
 _BUILDING: "dict[tuple, threading.Event]" = {}  # keys being built now, and the event their waiters wait on
 
 
@@ -47,10 +50,10 @@ def cached(key: tuple, build):
     fails, a waiter builds it itself (and meets the same error)."""
     while True:
         with _LOCK:
-            value = _CACHE.get(key)
-            if value is not None:
+            entry = _CACHE.get(key)
+            if entry is not None:
                 _CACHE.move_to_end(key)
-                return value
+                return entry[0]
             running = _BUILDING.get(key)
             if running is None:
                 running = _BUILDING[key] = threading.Event()
@@ -58,15 +61,30 @@ def cached(key: tuple, build):
         running.wait()  # then look again: the value, or (the build failed) the key is free to build
     try:
         value = build()
+        size = weight(value)
         with _LOCK:
-            _CACHE[key] = value
-            while len(_CACHE) > CACHE_SIZE:
-                _CACHE.popitem(last=False)
+            _CACHE[key] = (value, size)
+            held = sum(w for _, w in _CACHE.values())
+            while len(_CACHE) > 1 and (len(_CACHE) > CACHE_SIZE or held > CACHE_BYTES):
+                held -= _CACHE.popitem(last=False)[1][1]
     finally:
         with _LOCK:
             _BUILDING.pop(key, None)
         running.set()
     return value
+
+
+def weight(value) -> int:
+    """About how many bytes a cached value holds: texts by their length, a Prepared figure by four times its JSON
+    (the JSON, the dict it was made from and the figure object beside it), tuples and lists by their parts;
+    anything else counts 0 (small: an algorithm's views, HTML of four sample images)."""
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, Prepared):
+        return 4 * len(value._spec.json_text)
+    if isinstance(value, (tuple, list)):
+        return sum(weight(v) for v in value)
+    return 0
 
 
 class _Spec(dict):

@@ -30,6 +30,33 @@ def test_cached_builds_once_per_key_and_keeps_the_most_recent(monkeypatch):
     assert built == ["a", "b", "c", "b"]
 
 
+def test_cached_keeps_at_most_its_bytes_and_always_the_newest_entry(monkeypatch):
+    """Export files and replays are large: the cache is bounded by their bytes as well as by their count."""
+    import plotly.graph_objects as go
+
+    monkeypatch.setattr(charts, "_CACHE", type(charts._CACHE)())
+    monkeypatch.setattr(charts, "CACHE_BYTES", 1000)
+    built = []
+
+    def text(name, size):
+        return lambda: built.append(name) or "x" * size
+
+    charts.cached(("a",), text("a", 400))
+    charts.cached(("b",), text("b", 400))
+    charts.cached(("a",), text("a", 400))  # a hit; a is now the newer of the two
+    charts.cached(("c",), text("c", 400))  # 1200 bytes: the oldest (b) goes
+    assert list(charts._CACHE) == [("a",), ("c",)]
+    charts.cached(("huge",), text("huge", 5000))  # over the bound alone: kept, every older entry goes
+    assert list(charts._CACHE) == [("huge",)]
+    charts.cached(("huge",), text("huge", 5000))
+    assert built == ["a", "b", "c", "huge"]
+
+    figure = go.Figure(go.Scatter(x=list(range(100)), y=list(range(100))))
+    prepared = charts.Prepared(figure)
+    assert charts.weight((figure, prepared)) == 4 * len(prepared._spec.json_text) > 400
+    assert charts.weight(b"abc") == 3 and charts.weight(["ab", ("c", 7)]) == 3 and charts.weight(None) == 0
+
+
 def test_cached_keeps_an_empty_result():
     built = []
     key = ("empty-result", id(built))
