@@ -226,6 +226,8 @@ def _remote_session(url: str, query: str, stop: threading.Event, stats: dict) ->
                     page_hash = msg.new_session.page_script_hash
                 elif kind == "auto_rerun":
                     fragment, interval = msg.auto_rerun.fragment_id, msg.auto_rerun.interval
+                    if not stats.get("intervals") or stats["intervals"][-1] != round(interval, 3):
+                        stats.setdefault("intervals", []).append(round(interval, 3))  # what the server asked for
                     if timers.get(fragment, [None])[0] != interval:  # the frontend keeps a timer it already has
                         timers[fragment] = [interval, time.perf_counter() + interval]
                 elif kind == "stop_auto_rerun":
@@ -506,6 +508,7 @@ def main() -> int:
                                 "largest_message_kB": round(st["largest"] / 1e3, 1),
                                 "fragment_reruns_per_s": round(st["fragment_reruns"] / secs, 2),
                                 "references_per_s": round(st.get("references", 0) / secs, 2),
+                                "poll_intervals": st.get("intervals", []),  # as the server asked, in order
                                 **({"error": st["error"]} if "error" in st else {})})
             for context in watchers:
                 context.close()

@@ -15,6 +15,7 @@ of the server's time while five browsers watched running jobs
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 
 import plotly.graph_objects as go
@@ -38,6 +39,13 @@ CACHE_BYTES = 256 * 2**20
 _LOCK = threading.Lock()
 _CACHE: "OrderedDict[tuple, tuple[object, int]]" = OrderedDict()  # key -> (value, its weight())
 _BUILDING: "dict[tuple, threading.Event]" = {}  # keys being built now, and the event their waiters wait on
+_BUILT = threading.local()  # .seconds: CPU this thread spent building cached values; .depth: builds under way
+
+
+def built_seconds() -> float:
+    """CPU seconds this thread has spent building values for `cached` (work shared by every session): what a
+    live view's poll cost, less this, is the session's own cost (cfl_ui.poll_pace)."""
+    return getattr(_BUILT, "seconds", 0.0)
 
 
 def cached(key: tuple, build):
@@ -59,6 +67,8 @@ def cached(key: tuple, build):
                 running = _BUILDING[key] = threading.Event()
                 break
         running.wait()  # then look again: the value, or (the build failed) the key is free to build
+    depth = getattr(_BUILT, "depth", 0)
+    _BUILT.depth, began = depth + 1, time.thread_time()
     try:
         value = build()
         size = weight(value)
@@ -68,6 +78,9 @@ def cached(key: tuple, build):
             while len(_CACHE) > 1 and (len(_CACHE) > CACHE_SIZE or held > CACHE_BYTES):
                 held -= _CACHE.popitem(last=False)[1][1]
     finally:
+        _BUILT.depth = depth
+        if depth == 0:  # a build inside a build is counted once, by the outer one
+            _BUILT.seconds = built_seconds() + time.thread_time() - began
         with _LOCK:
             _BUILDING.pop(key, None)
         running.set()

@@ -11,15 +11,19 @@ import threading
 import time
 
 import streamlit as st
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState, get_script_run_ctx
 
 from . import run_charts as R
+from .charts import built_seconds
 from .drilldown import panel as drill_panel
 from .literal import md
+from .poll_pace import PACE, POLL_SECONDS
 from .snapshots import (DAMAGED, DIVERGED, ELSEWHERE, FAILED, FINISHED, INTERRUPTED, PAUSED, QUEUED, RUNNING, STOPPED,
                         TERMINAL)
 
-POLL_SECONDS = 1.0
 POLLING = (QUEUED, RUNNING, ELSEWHERE)
+FRAMED = (RUNNING, ELSEWHERE)  # units still growing: every session draws them as of the current frame (below)
 STATUS_BADGE = {QUEUED: ":orange-badge[:material/hourglass_top: queued]",
                 RUNNING: ":blue-badge[:material/autorenew: running]",
                 PAUSED: ":gray-badge[:material/pause: paused]",
@@ -234,7 +238,8 @@ def render_units(snap, units, key: str, *, live: bool, exports: bool = True) -> 
 
 
 def live_fragment(ref: str, render, *, initial_status: str) -> None:
-    """Draw a job with `render(snapshot)`, again about once a second while it is queued or running.
+    """Draw a job with `render(snapshot)`, again about once a second while it is queued or running (less often
+    when many sessions watch: cfl_ui.poll_pace).
 
     When the status changes (or the first round arrives) the whole page reruns once: buttons
     follow, and polling stops when the job has ended."""
@@ -243,21 +248,53 @@ def live_fragment(ref: str, render, *, initial_status: str) -> None:
     poll = initial_status in POLLING
     first = snapshot(ref)
     waiting = first is not None and first.rounds_done == 0
+    paced = PACE.every()
+    # Poll twice as often until the first round is in, so the first plots show without delay.
+    every = POLL_SECONDS / 2 if waiting and paced <= POLL_SECONDS else paced
+    ctx = get_script_run_ctx()
+    session = ctx.session_id if ctx is not None else ""
 
     def body():
+        spent, building = time.thread_time(), built_seconds()
         snap = snapshot(ref)
         if snap is None:
             st.warning("This run is gone (deleted?).")
             return
         render(snap)
         if poll and (snap.status != initial_status or (waiting and snap.rounds_done > 0)):
+            PACE.forget(session)
             st.rerun()
+        if poll:
+            # what this session's poll cost, less the figures it built for every session (once per job and frame)
+            PACE.record(session, (time.thread_time() - spent) - (built_seconds() - building))
+            if not waiting:
+                _keep_pace(ref)
 
     if poll:
-        # Poll twice as often until the first round is in, so the first plots show without delay.
-        st.fragment(body, run_every=POLL_SECONDS / 2 if waiting else POLL_SECONDS)()
+        st.session_state[_pace_key(ref)] = every
+        st.fragment(body, run_every=every)()
     else:
         body()
+
+
+def _pace_key(ref: str) -> str:
+    return f"_cfl_poll_every.{ref}"
+
+
+def _keep_pace(ref: str) -> None:
+    """Give this session's browser the server's current poll interval when it changed since its last poll."""
+    every = PACE.every()
+    if st.session_state.get(_pace_key(ref)) == every:
+        return
+    fragment = ThreadState.get().fragment_id
+    ctx = get_script_run_ctx()
+    if fragment is None or ctx is None:
+        return
+    msg = ForwardMsg()  # what st.fragment(run_every=...) sends: the frontend replaces the fragment's timer
+    msg.auto_rerun.interval = every
+    msg.auto_rerun.fragment_id = fragment
+    ctx.enqueue(msg)
+    st.session_state[_pace_key(ref)] = every
 
 
 def live_view(ref: str, unit_name: str | None, key: str, *, initial_status: str, exports: bool = True) -> None:
@@ -274,15 +311,20 @@ def live_view(ref: str, unit_name: str | None, key: str, *, initial_status: str,
     def render(snap):
         units = units_of(snap)
         status_bar(snap, units)
-        frames = [frame(u) if u.status == RUNNING else (u, False) for u in units]
+        paced = PACE.every()
+        frames = [frame(u, every=paced) if u.status in FRAMED else (u, False) for u in units]
         drawn = [u for u, _ in frames]
         started = time.perf_counter()
         render_units(snap, drawn, key, live=snap.live, exports=exports and not polled)
         new = [u for u, fresh in frames if fresh]
         for u in new:  # this session built the new frame's figures: how long they took sets the next frame
             built(u, (time.perf_counter() - started) / len(new))
-        slow = max((frame_seconds(u) for u, _ in frames if u.status == RUNNING), default=POLL_SECONDS)
-        if slow > 1.5 * POLL_SECONDS:
+        slow = max((frame_seconds(u) for u, _ in frames if u.status in FRAMED), default=POLL_SECONDS)
+        if polled and paced > 1.5 * POLL_SECONDS and paced >= slow:
+            st.caption(f"The charts are redrawn about every {paced:g} s: {PACE.watching()} pages are watching live "
+                       "runs on this server, and the redraws share what it can give them (the status line counts "
+                       "every round).")
+        elif slow > 1.5 * POLL_SECONDS:
             st.caption(f"The charts are redrawn about every {slow:.0f} s while the server is busy (the status "
                        "line counts every round).")
 

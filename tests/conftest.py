@@ -11,3 +11,13 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def no_watchers_left_over():
+    """AppTest runs pages in this process: the live views' polls of one test must not slow the next one's
+    (cfl_ui.poll_pace counts every session that polled in the last half minute)."""
+    yield
+    from cfl_ui.poll_pace import PACE
+
+    PACE._sessions.clear()
