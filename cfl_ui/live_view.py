@@ -241,16 +241,15 @@ def live_fragment(ref: str, render, *, initial_status: str) -> None:
     """Draw a job with `render(snapshot)`, again about once a second while it is queued or running (less often
     when many sessions watch: cfl_ui.poll_pace).
 
-    When the status changes (or the first round arrives) the whole page reruns once: buttons
-    follow, and polling stops when the job has ended."""
+    When the status changes the whole page reruns once: buttons follow, and polling stops when the job has
+    ended."""
     from .session import snapshot
 
     poll = initial_status in POLLING
     first = snapshot(ref)
-    waiting = first is not None and first.rounds_done == 0
-    paced = PACE.every()
-    # Poll twice as often until the first round is in, so the first plots show without delay.
-    every = POLL_SECONDS / 2 if waiting and paced <= POLL_SECONDS else paced
+    # until the first round is in: polled twice as often (while few watch), so the first plots show without delay
+    waiting = {"now": first is not None and first.rounds_done == 0}
+    every = _interval(waiting["now"])
     ctx = get_script_run_ctx()
     session = ctx.session_id if ctx is not None else ""
 
@@ -261,14 +260,18 @@ def live_fragment(ref: str, render, *, initial_status: str) -> None:
             st.warning("This run is gone (deleted?).")
             return
         render(snap)
-        if poll and (snap.status != initial_status or (waiting and snap.rounds_done > 0)):
+        if poll and snap.status != initial_status:
             PACE.forget(session)
             st.rerun()
+        if waiting["now"] and snap.rounds_done > 0:
+            # the usual pace from now on, told to the browser below; not a rerun of the page: every session that
+            # opened while the job prepared gets its first round at the same moment, and thirty pages run at once
+            # kept the server from answering for a minute (benchmarks/SERVER_LOAD.md)
+            waiting["now"] = False
         if poll:
             # what this session's poll cost, less the figures it built for every session (once per job and frame)
             PACE.record(session, (time.thread_time() - spent) - (built_seconds() - building))
-            if not waiting:
-                _keep_pace(ref)
+            _keep_pace(ref, waiting["now"])
 
     if poll:
         st.session_state[_pace_key(ref)] = every
@@ -281,9 +284,17 @@ def _pace_key(ref: str) -> str:
     return f"_cfl_poll_every.{ref}"
 
 
-def _keep_pace(ref: str) -> None:
-    """Give this session's browser the server's current poll interval when it changed since its last poll."""
-    every = PACE.every()
+def _interval(waiting: bool) -> float:
+    """The server's poll interval; twice as often (while few watch) until the first round is in, so the first
+    plots show without delay."""
+    paced = PACE.every()
+    return POLL_SECONDS / 2 if waiting and paced <= POLL_SECONDS else paced
+
+
+def _keep_pace(ref: str, waiting: bool) -> None:
+    """Give this session's browser the server's current poll interval when it changed since its last poll (also
+    while waiting for a first round: thirty sessions opened together poll at twice the rate)."""
+    every = _interval(waiting)
     if st.session_state.get(_pace_key(ref)) == every:
         return
     fragment = ThreadState.get().fragment_id
