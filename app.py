@@ -7,7 +7,7 @@ import streamlit as st
 st.set_page_config(page_title="CFL Lab", page_icon=":material/hub:", layout="wide",
                    initial_sidebar_state="expanded")
 
-from cfl_ui.theme import apply_theme  # noqa: E402  (after set_page_config)
+from cfl_ui.charts.theme import apply_theme  # noqa: E402  (after set_page_config)
 
 apply_theme()
 navigation = st.navigation([

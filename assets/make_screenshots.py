@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cfl_ui import browser as B  # noqa: E402
-from cfl_ui.presets import SIGNATURE_PRESET  # noqa: E402
+from tools import browser as B  # noqa: E402
+from cfl_ui.form.presets import SIGNATURE_PRESET  # noqa: E402
 
 
 def main() -> int:
@@ -54,7 +54,7 @@ def main() -> int:
 
 def shoot_teach(page, url: str, out: Path, runs_root: Path) -> None:
     """Every lesson paused at its last step, and the Playground after a run at 800x900."""
-    from cfl_ui.lessons import LESSONS, missing
+    from cfl_ui.views.lessons import LESSONS, missing
 
     page.set_viewport_size({"width": 1366, "height": 768})
     interactive(page, url, "landing page")

@@ -7,10 +7,12 @@ RUN_FOLDER is a finished run (e.g. `python -m cfl_core run --dataset digits --pa
 --clients-per-cluster 5 --algorithm clove --models 4 --rounds 40 --out /tmp/r40`), lengthened to each round count
 as in live_redraw.py. For each of a running unit's charts (the live embedding, the heatmap, clients per model, the
 accuracy and the ARI curves, and "views": every figure of the algorithm's "What else the algorithm recorded" views,
-cfl_ui.algorithm_views.extra_views, e.g. CLoVE's stability / choosing K) it prints the best of --repeats of:
+cfl_ui.views.algorithm_views.extra_views, e.g. CLoVE's stability / choosing K) it prints the best of --repeats of:
 building the figure(s), then what the chart helper does once per figure (`Figure.to_dict` and plotly's JSON
-encoding, cfl_ui.charts.Prepared), and the JSON's size. `--base` (default: the commit before the dict builders) names
-the revision whose cfl_ui/figures.py and cfl_ui/algorithm_views.py are compared. `--check` also compares the JSON each
+encoding, cfl_ui.charts.draw.Prepared), and the JSON's size. `--base` (default: the commit before the dict builders)
+names
+the revision whose cfl_ui/charts/figures.py and cfl_ui/views/algorithm_views.py are compared. `--check` also compares
+the JSON each
 chart sends, this checkout's against the base's (typed arrays decoded, numbers within 1e-9), and prints the paths that
 differ: the dict builders must draw what the graph objects drew.
 """
@@ -97,12 +99,12 @@ def main() -> int:
     args = ap.parse_args()
     import plotly.io as pio
 
-    from cfl_ui import algorithm_views as views_now
-    from cfl_ui import charts
-    from cfl_ui import figures as now
-    from cfl_ui.embedding import PCA, loss_embedding
-    from cfl_ui.run_charts import series_of
-    from cfl_ui.store import load_unit
+    from cfl_ui.views import algorithm_views as views_now
+    from cfl_ui.charts import draw as charts
+    from cfl_ui.charts import figures as now
+    from cfl_ui.charts.embedding import PCA, loss_embedding
+    from cfl_ui.views.run_charts import series_of
+    from cfl_ui.jobs.store import load_unit
 
     base, views_base = builders_at(args.base), builders_at(args.base, "algorithm_views")
     unit = load_unit(args.run, "bench")

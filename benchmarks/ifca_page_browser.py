@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(HERE))
     from playwright.sync_api import sync_playwright
 
-    from cfl_ui import browser as B
+    from tools import browser as B
 
     B.REPO = Path(args.repo).resolve()  # the server runs that checkout's app.py
     runs = Path(tempfile.mkdtemp(prefix="ifca-bench-")) / "runs"

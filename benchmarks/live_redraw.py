@@ -33,9 +33,9 @@ def main() -> int:
     ap.add_argument("--ended", action="store_true", help="the page of a job that has just ended")
     args = ap.parse_args()
     logging.disable(logging.WARNING)  # bare mode warns at every element
-    from cfl_ui import live_view as L
-    from cfl_ui.snapshots import FINISHED, RUNNING
-    from cfl_ui.store import load_unit
+    from cfl_ui.views import live_view as L
+    from cfl_ui.jobs.snapshots import FINISHED, RUNNING
+    from cfl_ui.jobs.store import load_unit
 
     base = load_unit(args.run, "bench")
     recs = list(base.records)
@@ -55,7 +55,7 @@ def main() -> int:
 
     Snap.status = status
     # as the server's polled fragment draws a running job: its Export section is outside the fragment
-    # (cfl_ui.live_view.live_view: exports only when not polled), made when its button is pressed; an ended job's
+    # (cfl_ui.views.live_view.live_view: exports only when not polled), made when its button is pressed; an ended job's
     # page draws it
     draw = dict(live=not args.ended, exports=args.ended)
     L.render_units(Snap(), [dataclasses.replace(base, ref="warm-up")], "warm", **draw)  # imports, first use

@@ -12,7 +12,7 @@ app's script has finished its first run (Streamlit's `data-test-script-state` is
 own clock (performance.now(), from the start of the navigation), read when that condition first
 holds (polled at every animation frame); the server's start-up before it listens is reported apart.
 Chromium is started once, before the first load, and not counted. With --second-view a second page
-view on the same server (a second visitor) is timed too (note: cfl_ui.embedding starts compiling UMAP 20 s
+view on the same server (a second visitor) is timed too (note: cfl_ui.charts.embedding starts compiling UMAP 20 s
 after the server starts, so on a busy machine a second view may meet that compilation). Median and range over --loads fresh servers; the machine's
 load average is printed before and after each load. A benchmark script, never a test.
 """
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from cfl_ui.browser import launch, streamlit_server  # noqa: E402
+from tools.browser import launch, streamlit_server  # noqa: E402
 
 # the Run button is drawn once the sidebar's controls are; the script state says the run has ended
 READY_JS = r"""() => {

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.server_load import Wire  # noqa: E402
-from cfl_ui import browser as B  # noqa: E402
+from tools import browser as B  # noqa: E402
 
 COUNTS_JS = """() => ({
   nodes: document.getElementsByTagName('*').length,

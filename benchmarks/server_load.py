@@ -58,7 +58,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from cfl_ui import browser as B  # noqa: E402  (the same chromium and helpers as the browser test)
+from tools import browser as B  # noqa: E402  (the same chromium and helpers as the browser test)
 
 # A long Playground job: the default preset's data, many rounds (it keeps training while we measure).
 JOB_QUERY = "?dataset=digits&partition=feature-skew&clusters=4&clients_per_cluster=5&algorithm=clove&models=4&rounds={rounds}"

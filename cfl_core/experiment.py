@@ -378,14 +378,14 @@ class Experiment:
             extras=all_extras,
         )
 
-    # -- IFCA's test machines (protocol ifca, cfl_core/test_machines.py) -----------------------------
+    # -- IFCA's test machines (protocol ifca, cfl_core/held_out_machines.py) -----------------------------
     def _reports_test_machines(self) -> bool:
         return self.config.protocol == "ifca" and self.algorithm.has_clusters and \
             not self.algorithm.one_model_per_client
 
     def _test_machine_engine(self, setup: Setup) -> Engine | None:
         """An engine over the held-out test machines (never trained on); None: the clients' test splits stand in."""
-        from .test_machines import build_test_machines
+        from .held_out_machines import build_test_machines
 
         machines = build_test_machines(self.config, setup.dataset, self.federation.device)
         return None if machines is None else Engine(self.spec, machines, self.engine.train_cfg, self.config.seed)

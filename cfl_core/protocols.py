@@ -17,7 +17,7 @@ Each paper measures "accuracy" its own way, and the numbers are not interchangea
   `extras["last_received_accuracy"]`; even under full participation that is the model
   one round older than the current one. Other algorithms are scored on their current
   models (test-size-weighted).
-- `ifca`: IFCA's test machines (cfl_core/test_machines.py): `test_machines_per_cluster`
+- `ifca`: IFCA's test machines (cfl_core/held_out_machines.py): `test_machines_per_cluster`
   held-out clients per cluster (unset: as many as the training clients per cluster),
   drawn from the test pool through their cluster's transform and never trained on; each
   takes, among the algorithm's models, the one with the lowest loss on its own test data

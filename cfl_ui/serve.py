@@ -23,11 +23,12 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 # landing page (app.py, pages/playground.py) reaches on its first run, down to the preview's PNG writer and
 # scikit-learn's bundled data sets: imported in that first run they took a quarter of a second of the server's
 # interpreter lock while the browser was fetching the page's scripts from the same server
-PRELOAD = ("cfl_core.algorithms", "cfl_core.experiment", "cfl_core.compare", "cfl_ui.figures", "cfl_ui.live_view",
-           "cfl_ui.theme", "cfl_ui.controls", "cfl_ui.job_specs", "cfl_ui.session", "cfl_ui.urls",
-           "cfl_ui.controller", "cfl_ui.literal", "cfl_ui.panel", "cfl_ui.paths", "cfl_ui.playground_view",
-           "cfl_ui.preset_picker", "cfl_ui.snapshots", "cfl_ui.partition_charts", "cfl_ui.partition_view",
-           "cfl_ui.estimate", "PIL.Image", "sklearn.datasets", "streamlit.material_icon_names")
+PRELOAD = ("cfl_core.algorithms", "cfl_core.experiment", "cfl_core.compare", "cfl_ui.charts.figures",
+           "cfl_ui.views.live_view", "cfl_ui.charts.theme", "cfl_ui.form.controls", "cfl_ui.form.job_specs",
+           "cfl_ui.form.session", "cfl_ui.form.url_sync", "cfl_ui.form.controller", "cfl_ui.charts.literal",
+           "cfl_ui.form.panel", "cfl_ui.jobs.run_refs", "cfl_ui.views.playground_view", "cfl_ui.form.preset_picker",
+           "cfl_ui.jobs.snapshots", "cfl_ui.views.partition_charts", "cfl_ui.charts.partition_facts",
+           "cfl_ui.jobs.estimate", "PIL.Image", "sklearn.datasets", "streamlit.material_icon_names")
 
 
 def preload() -> float:
@@ -49,7 +50,7 @@ def preload() -> float:
 
     Image.preinit()  # the image formats PIL loads at its first save (the preview's PNGs)
     from cfl_core.data import load_dataset
-    from cfl_ui.controls import default_config
+    from cfl_ui.form.controls import default_config
 
     config = default_config()
     try:

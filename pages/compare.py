@@ -2,20 +2,20 @@
 import streamlit as st
 
 from cfl_core.algorithms import ALGORITHMS
-from cfl_ui import controls as C
-from cfl_ui import compare_view
-from cfl_ui import job_specs as J
-from cfl_ui import params as Q
-from cfl_ui import session as S
-from cfl_ui import urls as U
-from cfl_ui.controller import JobController
-from cfl_ui.literal import code
-from cfl_ui.export_view import running_exports
-from cfl_ui.live_view import POLLING, live_fragment
-from cfl_ui.panel import Panel
-from cfl_ui.preset_picker import preset_picker
-from cfl_ui.snapshots import LOCKSTEP
-from cfl_ui.theme import page_header
+from cfl_ui.form import controls as C
+from cfl_ui.views import compare_view
+from cfl_ui.form import job_specs as J
+from cfl_ui.form import url_codec as Q
+from cfl_ui.form import session as S
+from cfl_ui.form import url_sync as U
+from cfl_ui.form.controller import JobController
+from cfl_ui.charts.literal import code
+from cfl_ui.views.export_view import running_exports
+from cfl_ui.views.live_view import POLLING, live_fragment
+from cfl_ui.form.panel import Panel
+from cfl_ui.form.preset_picker import preset_picker
+from cfl_ui.jobs.snapshots import LOCKSTEP
+from cfl_ui.charts.theme import page_header
 
 P = "cmp"
 ALGOS_KEY = f"{P}.algos"
@@ -58,7 +58,7 @@ st.session_state.setdefault(ALGOS_KEY, list(DEFAULT_ALGOS))
 
 with st.sidebar:
     # the run controls first: visible without scrolling at any window height (hidden where the sidebar starts
-    # collapsed: the copy under the title takes their place there, cfl_ui.theme)
+    # collapsed: the copy under the title takes their place there, cfl_ui.charts.theme)
     run_box = st.container(key="cfl-runbar-side")
     preset_picker(panel)
     st.markdown("### Data")

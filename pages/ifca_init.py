@@ -3,20 +3,20 @@ results fill in as they finish."""
 import streamlit as st
 
 from cfl_core.config import INIT_MODES
-from cfl_ui import controls as C
-from cfl_ui import ifca_view
-from cfl_ui import job_specs as J
-from cfl_ui.ifca_sweep import IfcaSweep
-from cfl_ui import params as Q
-from cfl_ui import session as S
-from cfl_ui import urls as U
-from cfl_ui.literal import md
-from cfl_ui.live_view import live_fragment
-from cfl_ui.panel import Panel
-from cfl_ui.preset_picker import preset_picker
-from cfl_ui.presets import SIGNATURE_PRESET, preset_config
-from cfl_ui.theme import page_header
-from cfl_ui.verdicts import validate
+from cfl_ui.form import controls as C
+from cfl_ui.views import ifca_view
+from cfl_ui.form import job_specs as J
+from cfl_ui.views.ifca_sweep import IfcaSweep
+from cfl_ui.form import url_codec as Q
+from cfl_ui.form import session as S
+from cfl_ui.form import url_sync as U
+from cfl_ui.charts.literal import md
+from cfl_ui.views.live_view import live_fragment
+from cfl_ui.form.panel import Panel
+from cfl_ui.form.preset_picker import preset_picker
+from cfl_ui.form.presets import SIGNATURE_PRESET, preset_config
+from cfl_ui.charts.theme import page_header
+from cfl_ui.form.verdicts import validate
 
 P = "ifc"
 ALGOS_KEY, MODES_KEY, SEEDS_KEY, RUN_KEY = f"{P}.algos", f"{P}.modes", f"{P}.seeds", f"{P}.run"
@@ -92,7 +92,7 @@ with st.sidebar:
 
 verdict = validate(panel, build, parallel=False)
 sweep = IfcaSweep(P, verdict, chosen_algos(), chosen_modes(), st.session_state.get(SEEDS_KEY))
-run_box = st.sidebar.container(key="cfl-runbar-side")  # hidden where the sidebar starts collapsed (cfl_ui.theme)
+run_box = st.sidebar.container(key="cfl-runbar-side")  # hidden where the sidebar starts collapsed (cfl_ui.charts.theme)
 run_box.markdown("### Run")
 sweep.buttons(run_box)
 

@@ -1,8 +1,8 @@
 """Lessons: guided walk-throughs, each a few steps over a prepared run that plays itself and pauses where it matters."""
 import streamlit as st
 
-from cfl_ui import lessons_view as V
-from cfl_ui.theme import page_header
+from cfl_ui.views import lessons_view as V
+from cfl_ui.charts.theme import page_header
 
 LESSON_KEY, STEP_KEY, SEEN_KEY = "les.lesson", "les.step", "les.url"
 ids = [lesson.id for lesson in V.LESSONS]

@@ -1,14 +1,14 @@
 """Partitions: see the clients' data before training — cluster x class, label mixes, sizes, sample images."""
 import streamlit as st
 
-from cfl_ui import controls as C
-from cfl_ui import partition_charts
-from cfl_ui import urls as U
-from cfl_ui import verdicts as VD
-from cfl_ui.panel import Panel
-from cfl_ui.partition_view import PARTITION_KEYS
-from cfl_ui.preset_picker import preset_picker
-from cfl_ui.theme import page_header
+from cfl_ui.form import controls as C
+from cfl_ui.views import partition_charts
+from cfl_ui.form import url_sync as U
+from cfl_ui.form import verdicts as VD
+from cfl_ui.form.panel import Panel
+from cfl_ui.charts.partition_facts import PARTITION_KEYS
+from cfl_ui.form.preset_picker import preset_picker
+from cfl_ui.charts.theme import page_header
 
 P = "part"
 

@@ -2,19 +2,19 @@
 import streamlit as st
 
 from cfl_core.algorithms import ALGORITHMS
-from cfl_ui import controls as C
-from cfl_ui import job_specs as J
-from cfl_ui import session as S
-from cfl_ui import urls as U
-from cfl_ui.controller import JobController
-from cfl_ui.literal import code
-from cfl_ui.live_view import live_view
-from cfl_ui.panel import Panel
-from cfl_ui.paths import parse_ref, runs_dir
-from cfl_ui.playground_view import ready
-from cfl_ui.preset_picker import preset_picker
-from cfl_ui.snapshots import ELSEWHERE, LOCKSTEP
-from cfl_ui.theme import page_header
+from cfl_ui.form import controls as C
+from cfl_ui.form import job_specs as J
+from cfl_ui.form import session as S
+from cfl_ui.form import url_sync as U
+from cfl_ui.form.controller import JobController
+from cfl_ui.charts.literal import code
+from cfl_ui.views.live_view import live_view
+from cfl_ui.form.panel import Panel
+from cfl_ui.jobs.run_refs import parse_ref, runs_dir
+from cfl_ui.views.playground_view import ready
+from cfl_ui.form.preset_picker import preset_picker
+from cfl_ui.jobs.snapshots import ELSEWHERE, LOCKSTEP
+from cfl_ui.charts.theme import page_header
 
 P = "pg"
 NONE = "—"
@@ -30,7 +30,7 @@ def vs_choice() -> str | None:
 def other_clients(snap, unit_name: str | None, values: dict) -> bool:
     """Whether the form's data set or partition settings differ from those of the run shown (the unit a link
     names, e.g. one seed of a sweep; else the first: runs side by side share their clients)."""
-    from cfl_ui.partition_view import PARTITION_KEYS
+    from cfl_ui.charts.partition_facts import PARTITION_KEYS
 
     unit = (snap.unit(unit_name) if unit_name else None) or (snap.units[0] if snap.units else None)
     shown = unit.config if unit is not None else {}
@@ -71,7 +71,7 @@ st.session_state.setdefault(VS_KEY, NONE)
 
 with st.sidebar:
     # the run controls first: visible without scrolling at any window height (hidden where the sidebar starts
-    # collapsed: the copy under the title takes their place there, cfl_ui.theme)
+    # collapsed: the copy under the title takes their place there, cfl_ui.charts.theme)
     run_box = st.container(key="cfl-runbar-side")
     preset_picker(panel, on_apply=on_preset)
     st.markdown("### Data")

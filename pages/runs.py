@@ -3,12 +3,12 @@ import html
 
 import streamlit as st
 
-from cfl_ui import runs_view as R
-from cfl_ui import session as S
-from cfl_ui.literal import code, md
-from cfl_ui.live_view import live_view
-from cfl_ui.paths import parse_ref, runs_dir
-from cfl_ui.theme import page_header
+from cfl_ui.views import runs_view as R
+from cfl_ui.form import session as S
+from cfl_ui.charts.literal import code, md
+from cfl_ui.views.live_view import live_view
+from cfl_ui.jobs.run_refs import parse_ref, runs_dir
+from cfl_ui.charts.theme import page_header
 
 P = "runs"
 SEL_KEY = f"{P}.selected"

@@ -10,12 +10,12 @@ from cfl_core.sweep import SweepSpec
 from cfl_core.sweep.folder import RESULTS_FILE, SWEEP_FILE
 from cfl_core.sweep.status import RUNNING, list_sweeps, sweep_status
 from cfl_core.sweep.tables import GRID_MEASURES, grid_cells, protocol_note, protocols_in, read_results
-from cfl_ui import session as S
-from cfl_ui import sweeps_view as V
-from cfl_ui.charts import chart
-from cfl_ui.controls import default_config
-from cfl_ui.paths import runs_dir, slug
-from cfl_ui.theme import page_header
+from cfl_ui.form import session as S
+from cfl_ui.views import sweeps as V
+from cfl_ui.charts.draw import chart
+from cfl_ui.form.controls import default_config
+from cfl_ui.jobs.run_refs import runs_dir, slug
+from cfl_ui.charts.theme import page_header
 
 P = "sweeps"
 SEL_KEY = f"{P}.selected"

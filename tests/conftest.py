@@ -16,8 +16,8 @@ def one_torch_thread():
 @pytest.fixture(autouse=True)
 def no_watchers_left_over():
     """AppTest runs pages in this process: the live views' polls of one test must not slow the next one's
-    (cfl_ui.poll_pace counts every session that polled in the last half minute)."""
+    (cfl_ui.jobs.poll_pace counts every session that polled in the last half minute)."""
     yield
-    from cfl_ui.poll_pace import PACE
+    from cfl_ui.jobs.poll_pace import PACE
 
     PACE._sessions.clear()

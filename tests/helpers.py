@@ -22,7 +22,7 @@ def random_federation(clients: int, shape, classes: int, seed: int = 0, sizes=(2
 
 
 def shown(text: str) -> str:
-    """Markdown source as a reader sees it: the backslash escapes (cfl_ui.literal.md) removed."""
+    """Markdown source as a reader sees it: the backslash escapes (cfl_ui.charts.literal.md) removed."""
     import re
 
     return re.sub(r"\\(.)", r"\1", text)
@@ -41,7 +41,7 @@ def runs(tmp_path, monkeypatch):
 def open_sections(at, prefix: str, *sections: str):
     """Open sidebar expanders that draw their widgets only while open ("more" = More settings,
     "options.<algorithm>" = an algorithm's options) and rerun; returns the AppTest."""
-    from cfl_ui.panel import section_key
+    from cfl_ui.form.panel import section_key
 
     for section in sections:
         at.session_state[section_key(prefix, section)] = True

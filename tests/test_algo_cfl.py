@@ -156,7 +156,7 @@ def test_same_seed_same_records():
 
 
 def test_dashboard_views_draw_the_norms_splits_and_similarity():
-    from cfl_ui import algorithm_views as AV
+    from cfl_ui.views import algorithm_views as AV
 
     records = run(partition="concept-shift", rounds=13, seed=0)
     embedding = AV.embedding_views("cfl", records, 12)

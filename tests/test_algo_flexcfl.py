@@ -140,7 +140,7 @@ def test_same_seed_same_records():
 
 
 def test_dashboard_views_show_the_edc_embedding_and_migrations():
-    from cfl_ui import algorithm_views as AV
+    from cfl_ui.views import algorithm_views as AV
 
     records = run(algorithm="flexcfl", seed=0, newcomer_share=0.2, newcomer_round=2, **{**SWAP_PART, "rounds": 5})
     embedding = AV.embedding_views("flexcfl", records, 4)

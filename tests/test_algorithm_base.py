@@ -5,7 +5,7 @@ import pytest
 
 from cfl_core.algorithms import ALGORITHMS, Algorithm
 from cfl_core.config import ExperimentConfig
-from cfl_ui.estimate import unit_cost
+from cfl_ui.jobs.estimate import unit_cost
 
 
 def test_an_algorithm_without_setup_or_run_round_cannot_be_made():

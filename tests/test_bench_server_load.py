@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cfl_ui import browser as B
+from tools import browser as B
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

@@ -66,8 +66,8 @@ def test_clove_on_cuda_finds_the_same_clusters_as_on_cpu():
 
 def test_a_dashboard_job_runs_on_cuda_and_says_so(tmp_path):
     _need_cuda()
-    from cfl_ui import manager as M
-    from cfl_ui import snapshots as S
+    from cfl_ui.jobs import manager as M
+    from cfl_ui.jobs import snapshots as S
 
     manager = M.JobManager(tmp_path / "runs", max_running=1)
     try:

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from cfl_ui import browser as B
-from cfl_ui.presets import SIGNATURE_PRESET
+from tools import browser as B
+from cfl_ui.form.presets import SIGNATURE_PRESET
 
 
 @pytest.mark.slow

@@ -2,7 +2,7 @@
 
 - dark mode: a browser that prefers a dark colour scheme gets the dark theme; after a small run in the Playground
   and at a lesson's first step, headline numbers, captions and chart texts stand out from what is behind them
-  (WCAG contrast 4.5, cfl_ui.browser.CONTRAST_JS) and the charts are drawn on a dark paper with light text;
+  (WCAG contrast 4.5, tools.browser.CONTRAST_JS) and the charts are drawn on a dark paper with light text;
 - downloads while a job runs: the Export section's per-round CSV, pressed while the job is still training, arrives
   and holds the rounds done so far (the Playground's, and Compare's with every algorithm's rows).
 
@@ -17,7 +17,7 @@ import re
 
 import pytest
 
-from cfl_ui import browser as B
+from tools import browser as B
 
 SMALL = "clusters=2&clients_per_cluster=3&samples_per_client=40&rounds=4"
 # long enough to still be training when the download is pressed; stopped once the file is read

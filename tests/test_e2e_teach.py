@@ -1,7 +1,7 @@
 """A teacher's path in a real browser (Debian's chromium via Playwright, never downloaded), one server for all:
 the run controls are on screen without scrolling and the headline numbers are whole at 1366x768, 1024x768 and
 800x900; at each size the pages read well (no clipped number or label, no text under plotly's toolbar, every point
-inside its axes, no caption over another: cfl_ui.browser.READABLE_JS); a click on a client in the embedding opens
+inside its axes, no caption over another: tools.browser.READABLE_JS); a click on a client in the embedding opens
 its drill-down, every lesson plays to its end, and Compare's per-round CSV holds every algorithm's rows. Waits are
 for conditions, never fixed sleeps."""
 from __future__ import annotations
@@ -13,9 +13,9 @@ import re
 
 import pytest
 
-from cfl_ui import browser as B
-from cfl_ui.lessons import LESSONS, missing
-from cfl_ui.theme import NARROW_PX
+from tools import browser as B
+from cfl_ui.views.lessons import LESSONS, missing
+from cfl_ui.charts.theme import NARROW_PX
 
 SIZES = [(1366, 768), (1024, 768), (800, 900)]
 SMALL = "clusters=2&clients_per_cluster=3&samples_per_client=40&rounds=4"
@@ -65,7 +65,7 @@ def finished(page, text: str, timeout: float = 180) -> None:
 
 
 def sidebar_collapsed(page, want: bool) -> None:
-    """Until the sidebar is collapsed (narrow windows, cfl_ui.theme.SIDEBAR_JS) or open, and done moving."""
+    """Until the sidebar is collapsed (narrow windows, cfl_ui.charts.theme.SIDEBAR_JS) or open, and done moving."""
     page.wait_for_function(
         "(want) => { const s = document.querySelector('[data-testid=\"stSidebar\"]');"
         " if (!s || (s.getAttribute('data-collapsed') === 'true') !== want) return false;"

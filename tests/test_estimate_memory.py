@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cfl_core.config import ExperimentConfig
-from cfl_ui.estimate import estimate, unit_memory
+from cfl_ui.jobs.estimate import estimate, unit_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOBS = dict(dataset="synthetic-blobs", partition="label-skew-1", clusters=5, clients_per_cluster=400,

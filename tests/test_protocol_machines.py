@@ -16,7 +16,7 @@ from cfl_core.partition import transforms
 from cfl_core import protocols
 from cfl_core.protocols import (CLUSTER_ACCURACY_KEY, INDEX_ACCURACY_KEY, LAST_RECEIVED_KEY, PICKS_KEY,
                                 TEST_MACHINE_KEY, matched_share, reported_accuracy)
-from cfl_core.test_machines import build_test_machines, machine_test_indices
+from cfl_core.held_out_machines import build_test_machines, machine_test_indices
 
 SMALL = dict(dataset="digits", partition="feature-skew", clusters=2, clients_per_cluster=3, samples_per_client=30,
              device="cpu")

@@ -75,7 +75,7 @@ def test_preload_loads_the_default_presets_data_set(monkeypatch):
 
     monkeypatch.setattr(data, "load_dataset", registry.load_dataset)
     serve.preload()
-    from cfl_ui.controls import default_config
+    from cfl_ui.form.controls import default_config
 
     assert loaded == [default_config()["dataset"]]
 
@@ -88,7 +88,7 @@ def test_a_default_data_set_that_cannot_load_does_not_stop_the_server(monkeypatc
 
     monkeypatch.setattr(data, "load_dataset", broken)
     serve.preload()  # returns: the server goes on to start, the page shows the error as it always has
-    from cfl_ui.controls import default_config
+    from cfl_ui.form.controls import default_config
 
     name = default_config()["dataset"]
     assert f"the default data set was not preloaded (OSError: {name}: no such file)" in capsys.readouterr().out

@@ -136,7 +136,7 @@ def _example(s):
 
 @pytest.mark.parametrize("name", list(settings_of(ExperimentConfig)))
 def test_every_setting_has_a_flag_a_url_key_and_a_widget_that_round_trip(name):
-    from cfl_ui import controls, params
+    from cfl_ui.form import controls, url_codec as params
 
     s = settings_of(ExperimentConfig)[name]
     value = _example(s)
@@ -155,7 +155,7 @@ def test_every_setting_has_a_flag_a_url_key_and_a_widget_that_round_trip(name):
 
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
 def test_every_algorithm_option_round_trips_and_refuses_a_bad_value(algorithm):
-    from cfl_ui import params
+    from cfl_ui.form import url_codec as params
 
     cls = ALGORITHMS[algorithm]
     for s in settings_of(cls.Options).values():
@@ -181,7 +181,7 @@ def test_a_setting_declared_only_once_gets_a_flag_a_url_key_and_a_widget(monkeyp
     """The README's promise: adding a setting is one line in one file; the rest appears by itself."""
     import cfl_core.cli.run_cmd as run_cmd
     import cfl_core.config as config_module
-    from cfl_ui import controls, params
+    from cfl_ui.form import controls, url_codec as params
 
     @dataclass(frozen=True)
     class Extended(ExperimentConfig):
@@ -209,7 +209,7 @@ def test_a_setting_declared_only_once_gets_a_flag_a_url_key_and_a_widget(monkeyp
 
 
 def test_a_link_with_wrongly_typed_options_keeps_the_good_ones():
-    from cfl_ui import params
+    from cfl_ui.form import url_codec as params
 
     config, _, problems = params.decode({"algorithm": "clove",
                                          "options": '{"stable_rounds":"abc","sqrt_losses":"yes","k":[1],'

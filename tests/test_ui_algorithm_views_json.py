@@ -1,5 +1,6 @@
 """The per-algorithm views' figures are plain dicts that the dashboard wraps WITHOUT plotly's validation
-(cfl_ui.figures.figure_from): plotly.js draws whatever they say, a misspelt property silently ignored. This is the
+(cfl_ui.charts.figures.figure_from): plotly.js draws whatever they say, a misspelt property silently ignored. This is
+the
 safety net: every registered view function (the registry iterated, so a new one without a case here fails) and the
 generic views are built on the records of real small runs, and each figure's JSON is validated by plotly here and
 must come out of the validation unchanged (what plotly.py would have written is what the dicts already say: no
@@ -17,8 +18,8 @@ import pytest
 from cfl_core.config import ExperimentConfig
 from cfl_core.experiment import Experiment
 from cfl_core.records import RoundRecord
-from cfl_ui import algorithm_views as AV
-from cfl_ui import figures as F
+from cfl_ui.views import algorithm_views as AV
+from cfl_ui.charts import figures as F
 
 SMALL = dict(dataset="digits", clusters=3, clients_per_cluster=3, samples_per_client=30, device="cpu",
              local_epochs=1, seed=0)

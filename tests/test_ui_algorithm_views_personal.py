@@ -9,8 +9,8 @@ import pytest
 from cfl_core.algorithms import ALGORITHMS
 from cfl_core.config import ExperimentConfig
 from cfl_core.experiment import Experiment
-from cfl_ui import algorithm_views as AV
-from cfl_ui.run_charts import ari_note
+from cfl_ui.views import algorithm_views as AV
+from cfl_ui.views.run_charts import ari_note
 
 SMALL = dict(dataset="digits", clusters=3, clients_per_cluster=3, samples_per_client=30, rounds=2, device="cpu",
              local_epochs=1)

@@ -10,8 +10,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from cfl_core.experiment import Experiment
-from cfl_ui import snapshots as S
-from cfl_ui.controller import RESUME, button_states
+from cfl_ui.jobs import snapshots as S
+from cfl_ui.form.controller import RESUME, button_states
 
 SMALL = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 30, "rounds": 4, "local_epochs": 1}
 
@@ -49,10 +49,10 @@ def controller_script():
     import streamlit as st
 
     from cfl_core.config import ExperimentConfig
-    from cfl_ui import urls
-    from cfl_ui.controller import JobController
-    from cfl_ui.panel import Panel
-    from cfl_ui.snapshots import LOCKSTEP, UnitSpec
+    from cfl_ui.form import url_sync as urls
+    from cfl_ui.form.controller import JobController
+    from cfl_ui.form.panel import Panel
+    from cfl_ui.jobs.snapshots import LOCKSTEP, UnitSpec
 
     def build(values):
         cfg = ExperimentConfig.from_dict(values)
@@ -81,7 +81,7 @@ def runs(tmp_path, monkeypatch):
 
 
 def manager():
-    from cfl_ui.session import manager as m
+    from cfl_ui.form.session import manager as m
 
     return m()
 

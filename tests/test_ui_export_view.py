@@ -1,4 +1,4 @@
-"""A running job's Export section (cfl_ui.export_view) in Streamlit's AppTest: nothing is serialized until its
+"""A running job's Export section (cfl_ui.views.export_view) in Streamlit's AppTest: nothing is serialized until its
 files are asked for; then ordinary (not deferred) download buttons hold the rounds done by then, made again at the
 next press. The browser side (chromium downloading while the job trains) is tests/test_e2e_dark_download.py."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ def _app():
 
     import streamlit as st
 
-    from cfl_ui import export_view as X
-    from cfl_ui import run_charts as R
-    from cfl_ui import session as S
-    from cfl_ui.snapshots import RUNNING, UnitSnapshot
+    from cfl_ui.views import export_view as X
+    from cfl_ui.views import run_charts as R
+    from cfl_ui.form import session as S
+    from cfl_ui.jobs.snapshots import RUNNING, UnitSnapshot
     from tests.test_ui_server_load import record
 
     calls = st.session_state.setdefault("calls", [])
@@ -55,11 +55,11 @@ def test_a_running_jobs_files_are_made_when_asked_for_and_again_at_the_next_pres
 def _compare_exports_app():
     import streamlit as st
 
-    from cfl_ui import compare_view as CV
-    from cfl_ui import export_view as X
-    from cfl_ui import live_view as LV
-    from cfl_ui import session as S
-    from cfl_ui.snapshots import RUNNING as RUN, UnitSnapshot as U
+    from cfl_ui.views import compare_view as CV
+    from cfl_ui.views import export_view as X
+    from cfl_ui.views import live_view as LV
+    from cfl_ui.form import session as S
+    from cfl_ui.jobs.snapshots import RUNNING as RUN, UnitSnapshot as U
     from tests.test_ui_server_load import _job, record
 
     units = [U(ref=f"job-cmp/{a}", name=a, label=a, tags={}, config={"algorithm": a}, status=RUN,
@@ -86,8 +86,8 @@ def test_a_running_comparisons_files_are_made_on_demand_and_hold_every_algorithm
 def _ended_exports_app():
     import streamlit as st
 
-    from cfl_ui import run_charts as R
-    from cfl_ui.snapshots import FINISHED, UnitSnapshot
+    from cfl_ui.views import run_charts as R
+    from cfl_ui.jobs.snapshots import FINISHED, UnitSnapshot
     from tests.test_ui_server_load import record
 
     calls = st.session_state.setdefault("calls", [])

@@ -7,13 +7,13 @@ import pytest
 
 from cfl_core.config import ExperimentConfig
 from cfl_core.records import RoundRecord
-from cfl_ui import algorithm_views as AV
-from cfl_ui import embedding as E
-from cfl_ui import figures as F
-from cfl_ui import partition_figures as PF
-from cfl_ui import params as Q
-from cfl_ui.palette import cluster_color, model_color, model_symbol
-from cfl_ui.presets import DEFAULT_PRESET, PRESETS, SIGNATURE_PRESET, preset_config
+from cfl_ui.views import algorithm_views as AV
+from cfl_ui.charts import embedding as E
+from cfl_ui.charts import figures as F
+from cfl_ui.charts import partition_figures as PF
+from cfl_ui.form import url_codec as Q
+from cfl_ui.charts.palette import cluster_color, model_color, model_symbol
+from cfl_ui.form.presets import DEFAULT_PRESET, PRESETS, SIGNATURE_PRESET, preset_config
 
 
 def records(k_models=2, clusters=2, per=3, rounds=4, frozen_from=None, participants=None, extras=None):

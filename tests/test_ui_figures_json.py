@@ -1,4 +1,5 @@
-"""The dashboard's other figures built as plain dicts without plotly's validation (cfl_ui.figures.figure_from): the
+"""The dashboard's other figures built as plain dicts without plotly's validation (cfl_ui.charts.figures.figure_from):
+the
 client drill-down (redrawn in the live fragment), the IFCA explorer's, the Partitions page's (classes per cluster,
 client sizes, client labels, the sample-image grid) and the Sweeps heatmap. As in test_ui_algorithm_views_json, each
 figure's JSON is validated by plotly here and must come out of the validation unchanged, so a misspelt property, a
@@ -16,11 +17,11 @@ from plotly.subplots import make_subplots
 from cfl_core.config import ExperimentConfig
 from cfl_core.experiment import Experiment
 from cfl_core.sweep.tables import GRID_MEASURES
-from cfl_ui import drilldown as D
-from cfl_ui import figures as F
-from cfl_ui import partition_figures as PF
-from cfl_ui import sweeps_view as V
-from cfl_ui.palette import model_color
+from cfl_ui.views import drilldown as D
+from cfl_ui.charts import figures as F
+from cfl_ui.charts import partition_figures as PF
+from cfl_ui.views import sweeps as V
+from cfl_ui.charts.palette import model_color
 from tests.test_ui_algorithm_views_json import SMALL, check_figure
 
 
@@ -73,7 +74,7 @@ def test_the_ifca_explorer_figures_are_valid_plotly_json():
 
 @lru_cache(maxsize=None)
 def _partition(partition: str) -> dict:
-    from cfl_ui.partition_view import partition_facts
+    from cfl_ui.charts.partition_facts import partition_facts
 
     return partition_facts({"dataset": "digits", "partition": partition, "clusters": 3, "clients_per_cluster": 2,
                             "samples_per_client": 30, "seed": 0})

@@ -66,7 +66,7 @@ def test_the_grid_runs_as_a_sweep_folder_with_one_click_links_and_each_runs_own_
     assert listed.folder == folder and listed.finished == 4 and listed.state == "finished"
     sweep = json.loads((folder / "sweep.json").read_text())
     # the same runs the page ran before it was a sweep: its configs, point for point
-    from cfl_ui import job_specs as J
+    from cfl_ui.form import job_specs as J
     from cfl_core.config import ExperimentConfig
 
     base = ExperimentConfig.from_dict(json.loads((folder / sweep["points"][0]["folder"] / "config.json").read_text()))
@@ -117,8 +117,8 @@ def test_a_bad_executor_setting_is_one_clear_message(runs, executor, env, named)
 def test_a_seed_opened_in_the_playground_shows_that_runs_own_time(runs, executor):
     from cfl_core.config import ExperimentConfig
     from cfl_core.sweep import SweepSpec, run_sweep
-    from cfl_ui.manager import JobManager
-    from cfl_ui.snapshots import SEQUENTIAL, UnitSpec
+    from cfl_ui.jobs.manager import JobManager
+    from cfl_ui.jobs.snapshots import SEQUENTIAL, UnitSpec
 
     small = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 30, "rounds": 3, "models": 2}
     spec = SweepSpec.from_dict({"name": "t", "base": small, "grid": {"seed": [0, 1]}, "folder": "s{seed}"})

@@ -10,11 +10,11 @@ import pytest
 from cfl_core.config import ExperimentConfig
 from cfl_core.errors import ConfigError
 from cfl_core.experiment import Experiment
-from cfl_ui import jobs as J
-from cfl_ui import manager as M
-from cfl_ui import snapshots as S
-from cfl_ui.paths import new_job_id, parse_ref, ref_folder
-from cfl_ui.store import delete_job, job_owner, list_rows, load_job, metrics_csv
+from cfl_ui.jobs import jobs as J
+from cfl_ui.jobs import manager as M
+from cfl_ui.jobs import snapshots as S
+from cfl_ui.jobs.run_refs import new_job_id, parse_ref, ref_folder
+from cfl_ui.jobs.store import delete_job, job_owner, list_rows, load_job, metrics_csv
 
 SMALL = ExperimentConfig(dataset="digits", partition="feature-skew", clusters=2, clients_per_cluster=3,
                          samples_per_client=30, algorithm="clove", models=2, rounds=4, local_epochs=1)
@@ -247,7 +247,7 @@ def test_delete_and_metrics_csv(manager):
 
 
 def test_estimate_refuses_requests_too_large_with_the_numbers():
-    from cfl_ui.estimate import estimate
+    from cfl_ui.jobs.estimate import estimate
 
     ok = estimate(SMALL)
     assert ok.ok and ok.message() is None and "on " in ok.describe()

@@ -8,7 +8,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from cfl_ui.lessons import LESSONS, missing
+from cfl_ui.views.lessons import LESSONS, missing
 from tests.test_ui_pages import APP, ok, runs  # noqa: F401  (runs: the pages' runs-folder fixture)
 
 
@@ -32,8 +32,8 @@ def play(at, timeout: float = 180) -> str:
 
 
 def lesson_units(at):
-    from cfl_ui.lessons_view import _prepared
-    from cfl_ui.session import manager
+    from cfl_ui.views.lessons_view import _prepared
+    from cfl_ui.form.session import manager
 
     ref = _prepared()[at.session_state["les.lesson"]]
     return manager().snapshot(ref).units
@@ -86,7 +86,7 @@ def test_collapse_lesson_notes_read_the_records(runs):
 
 
 def test_a_lesson_without_its_algorithms_says_so(runs, monkeypatch):
-    from cfl_ui import lessons as L
+    from cfl_ui.views import lessons as L
 
     monkeypatch.setitem(L.BY_ID, "one-model", L.Lesson(
         "one-model", "A lesson", "needs an algorithm this version lacks", ("nosuch", "fedavg"), {},

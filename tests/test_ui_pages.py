@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from cfl_core.config import ExperimentConfig
 from cfl_core.experiment import Experiment
-from cfl_ui.panel import section_key
+from cfl_ui.form.panel import section_key
 from tests.helpers import html_texts, open_sections, runs, shown  # noqa: F401  (runs: the runs-folder fixture)
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -18,7 +18,7 @@ SMALL = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 30, "rou
 
 
 def manager():
-    from cfl_ui.session import manager as m
+    from cfl_ui.form.session import manager as m
 
     return m()
 
@@ -52,7 +52,7 @@ def set_values(at: AppTest, prefix: str, values: dict) -> AppTest:
 
 def open_link_box(at: AppTest) -> AppTest:
     """Open the sidebar's "Link to this page" (its content is drawn only while open)."""
-    from cfl_ui.urls import LINK_OPEN
+    from cfl_ui.form.url_sync import LINK_OPEN
 
     at.session_state[LINK_OPEN] = True
     return ok(at.run())
@@ -66,7 +66,7 @@ def wait_job(at: AppTest, key: str, timeout: float = 120) -> None:
 
 
 def wait_sweeps(timeout: float = 180) -> None:
-    from cfl_ui.sweep_jobs import sweep_jobs
+    from cfl_ui.jobs.sweep_jobs import sweep_jobs
 
     for job in sweep_jobs().jobs():
         assert job.join(timeout), job.folder
@@ -126,7 +126,7 @@ def test_playground_bad_config_shows_its_message_by_the_control_and_disables_run
 
 def test_closed_sidebar_sections_draw_no_widgets_and_keep_their_values(runs):
     """"More settings" and the algorithm's options are drawn only while open; closing them loses nothing."""
-    from cfl_ui.controls import values
+    from cfl_ui.form.controls import values
 
     at = ok(app())
     keys = {w.key for w in [*at.number_input, *at.selectbox, *at.checkbox, *at.text_input]}
@@ -167,7 +167,7 @@ def test_playground_refuses_requests_too_large_with_the_estimate(runs):
 
 def test_missing_data_set_is_disabled_with_its_how_to(runs, monkeypatch):
     import cfl_core.data as data
-    from cfl_ui import controls
+    from cfl_ui.form import controls
 
     real = data.source_status
 
@@ -268,8 +268,8 @@ def test_worker_error_is_shown_with_details(runs):
 
 
 def test_link_reattaches_in_another_session_and_old_runs_reopen_from_disk(runs):
-    from cfl_ui.manager import JobManager
-    from cfl_ui.snapshots import UnitSpec
+    from cfl_ui.jobs.manager import JobManager
+    from cfl_ui.jobs.snapshots import UnitSpec
 
     other = JobManager(runs, switch_interval=None)  # a run made by another server process
     job = other.submit([UnitSpec("", ExperimentConfig(**SMALL, models=2))], owner="someone-else")
@@ -361,8 +361,8 @@ def test_runs_page_lists_reopens_exports_and_deletes_only_its_own(runs):
     at = ok(app("pages/runs.py"))
     assert any("No saved runs yet" in i.value for i in at.info)
     Experiment(ExperimentConfig(**SMALL, models=2), out_dir=runs / "cli-run").run()  # a CLI run: the disk user's
-    from cfl_ui.manager import JobManager
-    from cfl_ui.snapshots import UnitSpec
+    from cfl_ui.jobs.manager import JobManager
+    from cfl_ui.jobs.snapshots import UnitSpec
 
     other = JobManager(runs, switch_interval=None)
     hidden = other.submit([UnitSpec("", ExperimentConfig(**SMALL, models=2))], owner="another-browser")
@@ -399,8 +399,8 @@ def test_runs_page_lists_reopens_exports_and_deletes_only_its_own(runs):
 
 def test_a_link_to_another_browsers_run_shows_it_at_once_read_only(runs):
     """The first load of /runs?run=<id> shows the run; Delete and Resume are disabled, and the page says why."""
-    from cfl_ui.manager import JobManager
-    from cfl_ui.snapshots import UnitSpec
+    from cfl_ui.jobs.manager import JobManager
+    from cfl_ui.jobs.snapshots import UnitSpec
 
     other = JobManager(runs, switch_interval=None)
     job = other.submit([UnitSpec("", ExperimentConfig(**SMALL, models=2))], owner="browser-a")

@@ -1,4 +1,4 @@
-"""The live views' poll interval, shared by every session of the server (cfl_ui.poll_pace): a second while few
+"""The live views' poll interval, shared by every session of the server (cfl_ui.jobs.poll_pace): a second while few
 watch, longer when the sum of their polls' cost would take more than its share of a core (issue 15, item 6: with
 thirty sessions polling every second a newcomer's page took 25 s; the figures are in benchmarks/SERVER_LOAD.md,
 measured by benchmarks/server_load.py, never timed here)."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cfl_ui import browser as B
-from cfl_ui import poll_pace as P
+from tools import browser as B
+from cfl_ui.jobs import poll_pace as P
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -134,10 +134,10 @@ def test_a_server_whose_polls_exceed_their_share_tells_the_watching_browser_to_p
 # -- the page says so ----------------------------------------------------------------------------------------------
 def _crowded_app(others: int):
     """The Playground's live view of a running job while `others` other sessions watch (20 ms a poll each)."""
-    from cfl_ui import live_view as LV
-    from cfl_ui import session as S
-    from cfl_ui.poll_pace import PACE
-    from cfl_ui.snapshots import RUNNING, UnitSnapshot
+    from cfl_ui.views import live_view as LV
+    from cfl_ui.form import session as S
+    from cfl_ui.jobs.poll_pace import PACE
+    from cfl_ui.jobs.snapshots import RUNNING, UnitSnapshot
     from tests.test_ui_server_load import _job, record
 
     real = S.snapshot, LV.frame_seconds
@@ -160,7 +160,7 @@ def _crowded_app(others: int):
 @pytest.fixture
 def empty_server():
     """The server-wide pace with no session in it, before and after (AppTest runs pages in this process)."""
-    from cfl_ui.poll_pace import PACE
+    from cfl_ui.jobs.poll_pace import PACE
 
     PACE._sessions.clear()
     yield PACE
@@ -184,7 +184,7 @@ def test_a_crowded_servers_live_view_says_how_often_its_charts_are_redrawn_and_w
 def test_only_the_figures_a_thread_builds_count_as_shared_work_and_a_build_inside_a_build_counts_once():
     import uuid
 
-    from cfl_ui import charts
+    from cfl_ui.charts import draw as charts
 
     def spin(seconds):
         end = time.thread_time() + seconds

@@ -64,7 +64,7 @@ def test_the_offered_largest_value_is_taken_into_the_sidebar(runs):
 
 # -- the Playground after its data set changed ---------------------------------------------------------------
 def test_an_ended_runs_charts_go_when_the_data_set_changes(runs):
-    from cfl_ui.session import manager
+    from cfl_ui.form.session import manager
 
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
@@ -93,7 +93,7 @@ def test_an_ended_runs_charts_go_when_the_data_set_changes(runs):
 
 # -- the chart helper: plotly's toolbar has a band of its own --------------------------------------------------
 def test_the_toolbar_keeps_only_useful_buttons_and_shows_on_hover():
-    from cfl_ui.charts import TOOLBAR
+    from cfl_ui.charts.draw import TOOLBAR
 
     gone = set(TOOLBAR["modeBarButtonsToRemove"])
     assert TOOLBAR["displaylogo"] is False and TOOLBAR["displayModeBar"] == "hover"
@@ -104,8 +104,8 @@ def test_the_toolbar_keeps_only_useful_buttons_and_shows_on_hover():
 def test_every_chart_gets_a_toolbar_band_above_its_legend_once():
     import plotly.graph_objects as go
 
-    from cfl_ui import charts
-    from cfl_ui import figures as F
+    from cfl_ui.charts import draw as charts
+    from cfl_ui.charts import figures as F
 
     fig = F.figure_from([dict(type="scatter", x=[0, 1], y=[0, 1], name="a")], F.house(300))
     top, height = fig.layout.margin.t, fig.layout.height
@@ -124,9 +124,9 @@ def test_every_chart_gets_a_toolbar_band_above_its_legend_once():
 
 
 def test_the_band_counts_a_legends_stacked_groups_and_wrapped_grid():
-    from cfl_ui import charts
-    from cfl_ui import drilldown as D
-    from cfl_ui import figures as F
+    from cfl_ui.charts import draw as charts
+    from cfl_ui.views import drilldown as D
+    from cfl_ui.charts import figures as F
     from tests.test_ui_figures import records
 
     recs = tuple(records(k_models=4, rounds=5))
@@ -144,8 +144,8 @@ def test_the_band_counts_a_legends_stacked_groups_and_wrapped_grid():
 
 
 def test_replay_buttons_sit_below_the_axis_title_at_every_height():
-    from cfl_ui import figures as F
-    from cfl_ui.embedding import PCA, loss_embedding
+    from cfl_ui.charts import figures as F
+    from cfl_ui.charts.embedding import PCA, loss_embedding
     from tests.test_ui_figures import records
 
     emb = loss_embedding(records(k_models=4, rounds=5), PCA)
@@ -161,7 +161,7 @@ def test_replay_buttons_sit_below_the_axis_title_at_every_height():
 
 # -- sample images: captions short enough for an 800-px window -------------------------------------------------
 def test_sample_image_captions_are_short_and_name_a_swap():
-    from cfl_ui.partition_view import image_caption, partition_facts
+    from cfl_ui.charts.partition_facts import image_caption, partition_facts
 
     assert image_caption(3) == "3" and image_caption(3, 3) == "3" and image_caption(3, 5) == "5→3"
     cfg = {"dataset": "digits", "partition": "concept-shift", "clusters": 4, "clients_per_cluster": 2,
@@ -195,7 +195,7 @@ def test_the_theme_has_a_light_and_a_dark_variant_and_a_menu_to_choose():
 def test_the_apps_own_css_has_no_fixed_text_colour():
     import re
 
-    from cfl_ui import theme
+    from cfl_ui.charts import theme
 
     for css in (theme.CSS, theme.PRESENT_CSS):
         assert not re.search(r"(?<!-)color:\s*#", css), "a fixed text colour is unreadable in one of the themes"
@@ -207,7 +207,7 @@ def test_the_accuracy_change_says_what_it_is_measured_against():
         from types import SimpleNamespace
 
         from cfl_core.records import RoundRecord
-        from cfl_ui.run_charts import headline
+        from cfl_ui.views.run_charts import headline
 
         def rec(r, acc):
             return RoundRecord(r, "train", [0, 1], [0, 1], None, [acc, acc], [0.1, 0.1], acc, acc, 1.0, 1.0, 2,
@@ -226,7 +226,7 @@ def test_the_accuracy_change_says_what_it_is_measured_against():
 
 def test_pca_of_identical_loss_vectors_has_a_readable_axis_not_1e16():
     from cfl_core.records import RoundRecord
-    from cfl_ui.embedding import PCA, loss_embedding
+    from cfl_ui.charts.embedding import PCA, loss_embedding
 
     # after one Step of IFCA from the same model: every client's loss vector alike up to floating-point noise
     row = [2.302585, 2.302585, 2.302585, 2.302585]
@@ -249,8 +249,8 @@ def test_the_server_warms_umap_up_once_in_a_process_of_its_own():
 
     if importlib.util.find_spec("umap") is None:
         pytest.skip("umap-learn is not installed")
-    from cfl_ui import embedding as E
-    from cfl_ui import umap_process as U
+    from cfl_ui.charts import embedding as E
+    from cfl_ui.jobs import umap_process as U
 
     thread = E.warm_umap(delay=0)
     assert E.warm_umap(delay=0) is thread and thread.daemon  # once per process, never holding the server up
@@ -277,8 +277,8 @@ def test_a_killed_layout_process_is_started_again_for_the_next_layout():
 
     if importlib.util.find_spec("umap") is None:
         pytest.skip("umap-learn is not installed")
-    from cfl_ui import embedding as E
-    from cfl_ui import umap_process as U
+    from cfl_ui.charts import embedding as E
+    from cfl_ui.jobs import umap_process as U
 
     first, _ = U.process_facts()
     os.kill(first, signal.SIGKILL)  # out of memory, or killed by hand
@@ -303,7 +303,7 @@ READ_SIZES = [(1366, 768), (800, 900)]
 
 
 def _browser_readable(page, size, at_least: int) -> None:
-    from cfl_ui import browser as B
+    from tools import browser as B
 
     found = B.readability(page)
     assert found["plots"] >= at_least, (size, found["plots"])
@@ -313,7 +313,7 @@ def _browser_readable(page, size, at_least: int) -> None:
 
 def _resized(page, size) -> None:
     """Until every chart has taken the window's new width (and the sidebar is done collapsing or opening)."""
-    from cfl_ui import browser as B
+    from tools import browser as B
 
     page.set_viewport_size({"width": size[0], "height": size[1]})
     B.settle(page)
@@ -330,8 +330,8 @@ def test_a_run_and_its_client_drilldown_read_well_in_the_browser(tmp_path):
     """One run, then two side by side: their charts (the ARI chart's legend among them) and the drill-down opened
     by a click on a client in the embedding (its "Its loss on every model" chart, in half a window side by side)
     at 1366x768 and 800x900: nothing clipped, no chart text under plotly's toolbar, every point inside its axes,
-    no label over another (cfl_ui.browser.READABLE_JS)."""
-    from cfl_ui import browser as B
+    no label over another (tools.browser.READABLE_JS)."""
+    from tools import browser as B
 
     if B.chromium_path() is None:
         pytest.fail(B.MISSING_BROWSER.format(path=B.CHROMIUM))

@@ -14,9 +14,9 @@ from streamlit.testing.v1 import AppTest
 
 from cfl_core.config import ExperimentConfig
 from cfl_core.experiment import Experiment
-from cfl_ui import manager as M
-from cfl_ui import snapshots as S
-from cfl_ui.store import delete_job, list_rows, load_job
+from cfl_ui.jobs import manager as M
+from cfl_ui.jobs import snapshots as S
+from cfl_ui.jobs.store import delete_job, list_rows, load_job
 from tests.helpers import open_sections, shown
 from tests.test_ui_pages import runs  # noqa: F401  (the fixture: a fresh runs folder for the dashboard)
 
@@ -215,7 +215,7 @@ def test_the_page_shows_a_lost_folder_as_the_runs_error(runs):
     at.button(key="pg.run_btn").click()
     at.run()
     ref = at.session_state["pg.run"]
-    from cfl_ui.session import manager
+    from cfl_ui.form.session import manager
 
     job = manager().get(ref)
     deadline = time.time() + 120
@@ -259,7 +259,7 @@ def test_a_cli_runs_elapsed_time_is_its_records_not_the_clock(runs):
 
 # -- memory -------------------------------------------------------------------------------------------------
 def test_running_jobs_together_stay_under_the_memory_limit(runs):
-    from cfl_ui.estimate import estimate
+    from cfl_ui.jobs.estimate import estimate
 
     config = TINY.replace(rounds=100)
     need = estimate([config], parallel=True).memory_bytes

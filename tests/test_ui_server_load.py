@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from cfl_ui import figures as F
-from cfl_ui import live_view as L
-from cfl_ui.snapshots import RUNNING, UnitSnapshot
+from cfl_ui.charts import figures as F
+from cfl_ui.views import live_view as L
+from cfl_ui.jobs.snapshots import RUNNING, UnitSnapshot
 from tests.helpers import html_texts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,7 +95,7 @@ def test_a_slow_build_spaces_out_the_units_next_frame_up_to_a_limit():
 def _job(ref, status, units):
     import time
 
-    from cfl_ui.snapshots import JobSnapshot
+    from cfl_ui.jobs.snapshots import JobSnapshot
 
     return JobSnapshot(id=ref, kind="playground", title="x", status=status, schedule="lockstep", units=units,
                        queue_position=None, error=None, traceback=None, created=time.time(), started=time.time(),
@@ -106,10 +106,10 @@ def _exports_app(live: bool, ref: str = "job-exports"):
     """The Playground's live view of one job (running, or ended) with the file builders counted."""
     import streamlit as st
 
-    from cfl_ui import live_view as LV
-    from cfl_ui import run_charts as R
-    from cfl_ui import session as S
-    from cfl_ui.snapshots import RUNNING as RUN, FINISHED, UnitSnapshot as U
+    from cfl_ui.views import live_view as LV
+    from cfl_ui.views import run_charts as R
+    from cfl_ui.form import session as S
+    from cfl_ui.jobs.snapshots import RUNNING as RUN, FINISHED, UnitSnapshot as U
 
     calls = st.session_state.setdefault("calls", [])
     real = (R.metrics_csv, R.rounds_jsonl, S.snapshot)
@@ -149,8 +149,8 @@ def test_exports_of_a_running_job_are_made_on_demand_not_at_every_poll(live):
 
 
 def test_the_export_files_hold_exactly_the_records_drawn():
-    from cfl_ui import run_charts as R
-    from cfl_ui.store import metrics_csv
+    from cfl_ui.views import run_charts as R
+    from cfl_ui.jobs.store import metrics_csv
 
     recs = tuple(record(r, accuracy=r / 10) for r in range(4))
     assert R.rounds_jsonl(recs).splitlines() == [r.to_json() for r in recs]
@@ -160,7 +160,7 @@ def test_the_export_files_hold_exactly_the_records_drawn():
 
 # -- the Playground's start --------------------------------------------------------------------------------------
 def test_the_playgrounds_preview_is_built_once_for_every_session(tmp_path, monkeypatch):
-    from cfl_ui import partition_charts as PC
+    from cfl_ui.views import partition_charts as PC
 
     monkeypatch.setenv("CFL_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("CFL_UI_WARMUP", "0")
@@ -182,7 +182,7 @@ def test_the_playgrounds_preview_is_built_once_for_every_session(tmp_path, monke
 
 
 def test_the_preview_shows_every_image_with_its_caption_and_row_title():
-    from cfl_ui import partition_charts as PC
+    from cfl_ui.views import partition_charts as PC
 
     rows = [("cluster 0", np.zeros((3, 1, 8, 8)), ["1", "2", "5→3"]),
             ("cluster 1", np.ones((2, 3, 4, 4)), ["a<b", "c"])]
@@ -197,7 +197,7 @@ def test_the_preview_shows_every_image_with_its_caption_and_row_title():
 
 # -- training workers ---------------------------------------------------------------------------------------------
 def test_a_training_worker_runs_at_a_lower_cpu_priority_than_the_server(monkeypatch):
-    from cfl_ui.worker import NICE_ENV, Worker
+    from cfl_ui.jobs.worker import NICE_ENV, Worker
 
     monkeypatch.delenv(NICE_ENV, raising=False)
     worker = Worker()

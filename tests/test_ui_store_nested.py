@@ -15,10 +15,10 @@ import pytest
 from cfl_core.compare import compare_table, run_comparison
 from cfl_core.config import ExperimentConfig
 from cfl_core.experiment import Experiment
-from cfl_ui import snapshots as S
-from cfl_ui.manager import JobManager
-from cfl_ui.paths import parse_ref, ref_folder
-from cfl_ui.store import delete_job, job_owner, list_rows, load_job
+from cfl_ui.jobs import snapshots as S
+from cfl_ui.jobs.manager import JobManager
+from cfl_ui.jobs.run_refs import parse_ref, ref_folder
+from cfl_ui.jobs.store import delete_job, job_owner, list_rows, load_job
 
 TINY = ExperimentConfig(algorithm="fedavg", rounds=2, clusters=2, clients_per_cluster=2, samples_per_client=20)
 ALGOS = ["fedavg", "oracle"]

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cfl_ui import sweep_estimate as E
+from cfl_ui.jobs import sweep_estimate as E
 
 # per (algorithm, init): ms per round and ms to build, as the page measured them (IFCA_PAGE.md's basis)
 MEASURED = {("ifca", "different"): (52, 3), ("clove", "different"): (57, 3), ("ifca", "same"): (33, 4),

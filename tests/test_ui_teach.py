@@ -8,8 +8,8 @@ import time
 import pytest
 
 from cfl_core.config import ExperimentConfig
-from cfl_ui import manager as M
-from cfl_ui import snapshots as S
+from cfl_ui.jobs import manager as M
+from cfl_ui.jobs import snapshots as S
 
 SMALL = dict(dataset="digits", partition="feature-skew", clusters=2, clients_per_cluster=2, samples_per_client=30,
              models=2, rounds=3, local_epochs=1)
@@ -30,7 +30,7 @@ def compare_job(manager, algorithms):
 
 
 def test_compare_rounds_csv_holds_every_algorithms_rows(manager):
-    from cfl_ui.tables import rounds_csv
+    from cfl_ui.charts.tables import rounds_csv
 
     snap = compare_job(manager, ["clove", "ifca", "fedavg"])
     text = rounds_csv(snap.units)
@@ -45,7 +45,7 @@ def test_compare_rounds_csv_holds_every_algorithms_rows(manager):
 
 
 def test_side_by_side_status_counts_each_runs_rounds_not_their_sum(manager):
-    from cfl_ui.live_view import rounds_text
+    from cfl_ui.views.live_view import rounds_text
 
     snap = compare_job(manager, ["ifca", "clove"])
     assert rounds_text(snap.units) == "3 of 3 rounds each"
@@ -68,7 +68,7 @@ def test_elapsed_time_leaves_out_paused_time(manager):
     assert done.elapsed == pytest.approx(done.ended - done.started - done.paused)
     # reopened from disk, the pause is still left out
     manager.forget(job.id)
-    from cfl_ui.store import load_job
+    from cfl_ui.jobs.store import load_job
 
     again = load_job(manager.root, job.id)
     assert again.paused == pytest.approx(done.paused, abs=1e-6)
@@ -82,7 +82,7 @@ from tests.helpers import html_texts  # noqa: E402
 
 
 def run_preset(preset: str, values: dict, page: str | None = None, prefix: str = "pg"):
-    from cfl_ui.session import manager
+    from cfl_ui.form.session import manager
 
     at = AppTest.from_file(APP, default_timeout=90)
     ok(at.run())
@@ -119,7 +119,7 @@ def test_linear_preset_reports_traffic_in_kilobytes(runs):
 
 def test_identical_curves_stay_visible():
     from cfl_core.records import RoundRecord
-    from cfl_ui import figures as F
+    from cfl_ui.charts import figures as F
 
     def rec(r, acc):
         return RoundRecord(r, "train", [0, 1], [0, 0], None, [acc, acc], [0.1, 0.1], acc, acc, 0.0, 0.0, 1, 10, 10, 0.1)
@@ -138,7 +138,7 @@ def test_identical_curves_stay_visible():
 def test_embedding_range_of_identical_losses_is_readable():
     import numpy as np
 
-    from cfl_ui.embedding import Frame, _ranges
+    from cfl_ui.charts.embedding import Frame, _ranges
 
     pts = np.array([[0.5, 0.5], [0.5 + 1e-16, 0.5 - 1e-16]])
     frame = Frame(0, 0, np.arange(2), pts, pts, np.zeros(2, int), np.zeros(2, int))
@@ -147,8 +147,8 @@ def test_embedding_range_of_identical_losses_is_readable():
 
 
 def test_runs_page_keeps_a_side_by_side_run_whole_and_delete_clears_the_selection(runs):
-    from cfl_ui.manager import JobManager
-    from cfl_ui.job_specs import playground_configs, playground_units
+    from cfl_ui.jobs.manager import JobManager
+    from cfl_ui.form.job_specs import playground_configs, playground_units
 
     at = AppTest.from_file(APP, default_timeout=90)
     ok(at.run())
@@ -185,7 +185,7 @@ def test_the_umap_toggle_stays_once_the_assignment_froze():
         import streamlit as st
 
         from cfl_core.records import RoundRecord
-        from cfl_ui.run_charts import method_picker
+        from cfl_ui.views.run_charts import method_picker
 
         def rec(r, measured):  # 4 models; after round 1 the assignment froze and nothing more was measured
             lm = [[0.1, 0.2, 0.3, 0.4]] * 2 if measured else None
@@ -199,7 +199,7 @@ def test_the_umap_toggle_stays_once_the_assignment_froze():
 
 
 def test_drilldown_gives_each_rounds_model_and_the_rules_reason_in_words(manager):
-    from cfl_ui.drilldown import loss_figure, reasons
+    from cfl_ui.views.drilldown import loss_figure, reasons
 
     snap = compare_job(manager, ["ifca", "clove"])
     ifca, clove = snap.units

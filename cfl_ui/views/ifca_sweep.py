@@ -1,0 +1,246 @@
+"""The IFCA-initialisation page's sweep: which sweep folder its form describes, Run / Resume / Stop, the estimate, and
+the live progress and results.
+
+    sweep = IfcaSweep(prefix, verdict, algorithms, modes, seeds)
+    sweep.buttons()     # in the sidebar
+    sweep.flash()       # why the last Run started nothing
+    sweep.show()        # the estimate before it runs; progress and results while and after it runs
+
+The form's configs become a sweep spec (ifca_view.sweep_spec) whose folder is a hash of it under the runs
+folder's sweeps/, driven by this server (cfl_ui.jobs.sweep_jobs) on the executor CFL_SWEEP_EXECUTOR names
+(local by default; ray with CFL_RAY_ADDRESS). The folder is an ordinary sweep folder: the Sweeps page lists
+it, and the same settings (here or from a link) show its runs and resume it.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import streamlit as st
+
+from cfl_core.errors import ConfigError
+from cfl_core.sweep.folder import EVENTS_FILE
+from cfl_core.sweep.status import INTERRUPTED, RUNNING, sweep_status
+
+from . import ifca_view as V
+from .export_view import made_on_request
+from ..jobs.run_refs import runs_dir
+from ..jobs.snapshots import FINISHED
+from ..jobs.sweep_jobs import executor_choice, executor_text, sweep_jobs, warm_up_enabled
+
+POLL_SECONDS = 1.0
+
+
+def sweep_seconds(folder: Path) -> float | None:
+    """The time its drivers spent on the sweep (each session from its start to its end; a running one to now)."""
+    try:
+        lines = (folder / EVENTS_FILE).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    total, start = 0.0, None
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if event.get("event") == "start":
+            start = event.get("time")
+        elif event.get("event") == "end" and start is not None:
+            total += event.get("time", start) - start
+            start = None
+    if start is not None:
+        total += time.time() - start
+    return total
+
+
+class IfcaSweep:
+    def __init__(self, prefix: str, verdict, algorithms: list, modes: list, seeds):
+        self.prefix = prefix
+        self.verdict = verdict
+        self.root = runs_dir()
+        self.executor_error = None
+        try:
+            self.executor, self.address = executor_choice()
+        except ConfigError as exc:
+            self.executor, self.address, self.executor_error = None, None, str(exc)
+        self.spec = V.sweep_spec(verdict.configs, algorithms, modes, seeds) if verdict.configs else None
+        self.rel = V.sweep_folder(self.spec) if self.spec else None
+        self.folder = self.root / self.rel if self.rel else None
+        self.job = sweep_jobs().get(self.folder) if self.folder else None
+        self.status = sweep_status(self.folder) if self.folder else None
+        if self.executor == "local" and warm_up_enabled():
+            sweep_jobs().warm_pool()  # the workers load torch while the user sets the form up
+
+    # -- state ---------------------------------------------------------------------------------------
+    @property
+    def flash_key(self) -> str:
+        return f"{self.prefix}.flash"
+
+    @property
+    def estimate_key(self) -> str:
+        return f"{self.prefix}.estimate_at_run"
+
+    def state(self) -> str | None:
+        """running / finished / stopped / interrupted / failed for the form's sweep, None when it has no folder."""
+        if self.job is not None and self.job.active:
+            return "running"
+        if self.status is None:
+            return None
+        if self.status.state == RUNNING:
+            return "running"  # another driver (the CLI, another server) is writing it
+        if self.job is not None and self.job.state in ("stopped", "failed"):
+            return self.job.state
+        if self.status.state == INTERRUPTED:
+            return INTERRUPTED
+        return "finished" if self.status.finished == self.status.points else INTERRUPTED
+
+    def left(self) -> int | None:
+        if self.status is None:
+            return None
+        return self.status.points - self.status.finished
+
+    # -- actions ---------------------------------------------------------------------------------------
+    def run(self) -> None:
+        from cfl_core.sweep import SweepSpec
+
+        try:
+            spec = SweepSpec.from_dict(self.spec)
+            estimate = self.estimate()
+            sweep_jobs().start(spec, self.folder, persist_spec=self.spec)
+        except ConfigError as exc:
+            st.session_state[self.flash_key] = str(exc)
+            return
+        st.session_state[self.estimate_key] = (self.rel, estimate.seconds if estimate else None)
+
+    def stop(self) -> None:
+        if self.job is not None:
+            self.job.stop()
+            self.job.join(10)
+
+    # -- drawing ---------------------------------------------------------------------------------------
+    def buttons(self, where=None, *, copy: str = "") -> None:
+        """Run (or Resume) and Stop, and why Run is disabled; copy: a second set with its own keys ("main": the
+        main area's, for windows where the sidebar starts collapsed)."""
+        where = where or st.sidebar
+        k = f"{self.prefix}{'.' + copy if copy else ''}"
+        state = self.state()
+        left = self.left()
+        resumes = state in ("stopped", INTERRUPTED, "failed") and left
+        label = f"Resume ({left} left)" if resumes else "Run"
+        blocked = bool(self.verdict.blocked) or self.executor_error is not None
+        cols = where.columns([2.6, 1])
+        cols[0].button(label, key=f"{k}.run_btn", type="primary", icon=":material/play_arrow:",
+                       on_click=self.run, width="stretch", disabled=blocked or state in ("running", "finished"),
+                       help="Run the sweep in the background; runs already in its folder are not run again.")
+        cols[1].button("Stop", key=f"{k}.stop_btn", icon=":material/stop:", on_click=self.stop,
+                       width="stretch", disabled=not (self.job is not None and self.job.active),
+                       help="Stop: the finished runs stay saved, and Resume runs the rest.")
+        if copy:  # the notes stay in the sidebar, once
+            if blocked:
+                from ..form.controller import SIDEBAR_NOTE
+
+                where.caption(SIDEBAR_NOTE)
+            return
+        if self.executor_error:
+            where.error(self.executor_error, icon=":material/block:")
+        elif self.verdict.blocked:
+            if self.verdict.error is None and self.verdict.estimate is not None:
+                where.error(self.verdict.blocked, icon=":material/block:")
+            else:
+                where.caption(":material/warning: Run is disabled until the setting marked above is fixed.")
+        elif state == "finished":
+            where.caption(":material/check_circle: Every run of these settings is saved (below).")
+
+    def flash(self) -> None:
+        message = st.session_state.pop(self.flash_key, None)
+        if message:
+            st.error(message, icon=":material/warning:")
+
+    def estimate(self):
+        from ..jobs.sweep_estimate import ASSUMED_RAY_START_S, ASSUMED_WORKER_START_CPU, sweep_estimate
+
+        if not self.verdict.configs or self.executor is None:
+            return None
+        jobs = sweep_jobs()
+        configs = self.verdict.configs
+        if self.status is not None:  # a resume runs only what is not finished
+            done = {(r["seed"], r["init"], r["algorithm"]) for r in V.sweep_rows(self.root, self.rel)
+                    if r["status"] == FINISHED}
+            configs = [c for c in configs if (c.seed, c.init, c.algorithm) not in done] or configs[:1]
+        if self.executor == "local":
+            from cfl_core.sweep.executors import cpu_count
+
+            slots = min(cpu_count(), len(configs))
+            if jobs.pool_warm():
+                return sweep_estimate(configs, executor="local", slots=slots)
+            known = jobs.worker_start_cpu is not None
+            warming = cpu_count() if jobs.pool_warming() else 0  # in the load now, and counted as start-up
+            return sweep_estimate(configs, executor="local", slots=slots, start_known=known, warming=warming,
+                                  start_cpu=jobs.worker_start_cpu if known else ASSUMED_WORKER_START_CPU)
+        if self.executor == "ray":
+            return sweep_estimate(configs, executor="ray", slots=_ray_slots(), start_wall=ASSUMED_RAY_START_S,
+                                  start_known=False)
+        return sweep_estimate(configs, executor=self.executor, slots=1)
+
+    def show(self) -> None:
+        state = self.state()
+        if self.verdict.blocked and state is None:
+            st.info("Fix the setting marked in the sidebar to see the sweep and its estimate.",
+                    icon=":material/edit:")
+            return
+        if state is None:
+            with st.spinner("Measuring a run of each algorithm here for the estimate…"):
+                est = self.estimate()
+            n = len(self.verdict.configs)
+            st.info(f"Press **Run**: {n} runs as a sweep on {executor_text(self.executor, self.address)}, in the "
+                    f"background, results filling in as each finishes. Estimate: "
+                    f"**{est.describe() if est else '—'}**.", icon=":material/play_circle:")
+            if est is not None:
+                st.caption(est.basis)
+            return
+        if state == "running":
+            st.fragment(self._live, run_every=POLL_SECONDS)()
+            made_on_request(self.rel, "ifc", lambda: V.results_download(V.sweep_rows(self.root, self.rel, live=True)),
+                            done="runs")
+        else:
+            self._draw(state)
+
+    def _live(self) -> None:
+        self.job = sweep_jobs().get(self.folder)
+        if self.job is None or not self.job.active:  # another driver, or ours just ended: read the folder
+            self.status = sweep_status(self.folder)
+        state = self.state()
+        self._draw(state)
+        if state != "running":
+            st.rerun()  # the buttons follow (Resume, or nothing left to run)
+
+    def _draw(self, state: str) -> None:
+        where = "on " + executor_text(self.job.executor_name, self.job.address) if self.job else "read from disk"
+        rows = V.sweep_rows(self.root, self.rel, live=state == "running")
+        progress = self.job.progress if self.job is not None else None
+        if progress is None and self.status is not None and state == "running":
+            progress = {"eta_seconds": self.status.eta_seconds}
+        V.sweep_progress(rows, state=state, progress=progress, elapsed=sweep_seconds(self.folder), where=where)
+        shown = st.session_state.get(self.estimate_key)
+        if shown and shown[0] == self.rel and shown[1] is not None:
+            st.caption(f"Estimated at Run: about {shown[1]:.0f} s. Sweep folder: `{self.rel}` (also on the Sweeps "
+                       f"page).")
+        else:
+            st.caption(f"Sweep folder: `{self.rel}` (also on the Sweeps page).")
+        if self.job is not None and self.job.error:
+            st.error(f"The sweep stopped: {self.job.error}", icon=":material/error:")
+        V.render_rows(rows, self.rel, files=state != "running")
+
+
+def _ray_slots() -> int:
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return int(ray.cluster_resources().get("CPU", 1))
+    except Exception:
+        pass
+    from cfl_core.sweep.executors import cpu_count
+
+    return cpu_count()

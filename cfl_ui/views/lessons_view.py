@@ -1,0 +1,196 @@
+"""The Lessons page's drawing: a lesson's prepared run, its steps with Back/Next and a link each, and the player
+that moves round by round to the round a step is about, then pauses there with the step's annotation on the chart.
+
+The run is prepared once per server (every browser opening a lesson shares it), from the lesson's config. The
+player advances one round per redraw (about twice a second in a browser: the fragment's timer), so a test can
+play a lesson by redrawing the page.
+"""
+from __future__ import annotations
+
+import textwrap
+
+import streamlit as st
+
+from ..charts import figures as F
+from ..form import session as S
+from ..charts.draw import chart, legend_rows, run_identity
+from ..charts.embedding import PCA, loss_embedding
+from .lessons import BY_ID, CURVES, EMBEDDING, LESSONS, configs, missing
+from .run_charts import series_of
+from ..jobs.snapshots import LOCKSTEP
+from ..form.url_sync import app_url
+
+TICK = 0.5  # seconds per round while a step plays
+HEAD = "les.head"  # the round the player shows, per lesson
+
+
+@st.cache_resource(show_spinner=False)
+def _prepared() -> dict:
+    """lesson id -> job id of its prepared run, shared by every session of this server."""
+    return {}
+
+
+def lesson_run(lesson) -> str:
+    """The job id of the lesson's run: the prepared one while it exists, else a new one (submitted now)."""
+    from ..form.job_specs import compare_units
+
+    jobs = _prepared()
+    ref = jobs.get(lesson.id)
+    if ref is None or S.snapshot(ref) is None:
+        units, _ = compare_units(configs(lesson))
+        job = S.manager().submit(units, kind="lesson", title=f"Lesson: {lesson.title}", owner=S.owner(),
+                                 schedule=LOCKSTEP, start="run")
+        jobs[lesson.id] = ref = job.id
+    S.remember(ref)
+    return ref
+
+
+def step_link(lesson, index: int) -> str:
+    return app_url({"lesson": lesson.id, "step": index + 1}, page="lessons")
+
+
+def _wrap(text: str, width: int = 54) -> str:  # 54 characters of 13-px text fit the chart of an 800-px window
+    return "<br>".join(textwrap.wrap(text, width))
+
+
+def _annotate(fig, note: str | None, rnd: int | None, vline: bool):
+    """The step's note in a box above the plot (and a line at its round on round axes)."""
+    if vline and rnd is not None:
+        fig.add_vline(x=rnd, line=dict(color="#d9a400", width=2, dash="dot"))
+    if note:
+        lines = _wrap(note).count("<br>") + 1
+        legend = fig.layout.legend
+        names = [t for t in fig.data if t.showlegend is not False and t.name]
+        # above a legend on the plot's top edge (the curves'), not over it: the box sits that many pixels higher
+        legend_px = (22 * legend_rows(fig) if fig.layout.showlegend is not False and len(names) > 1
+                     and legend.orientation == "h" and (legend.y or 0) >= 1 else 0)
+        top = 30 + 19 * lines + legend_px
+        fig.update_layout(margin=dict(t=top))
+        plot_h = max(1, (fig.layout.height or 450) - top - (fig.layout.margin.b or 0))
+        fig.add_annotation(text=_wrap(note), xref="paper", yref="paper", x=0, y=1 + (legend_px + 6) / plot_h,
+                           xanchor="left", yanchor="bottom", showarrow=False, align="left", bgcolor="#fff7e0",
+                           bordercolor="#d9a400", borderpad=5, font=dict(size=13, color="#3d3000"))
+    return fig
+
+
+def _upto(unit, rnd):
+    return [r for r in unit.records if r.round <= rnd]
+
+
+def step_chart(lesson, step, units, rnd: int, note: str | None, key: str) -> None:
+    """The step's chart at round `rnd`, with the note once the player has arrived."""
+    tag = ("lesson", lesson.id, step.title, tuple(u.ref for u in units), rnd, note)
+    if step.chart == EMBEDDING:
+        u = units[step.unit]
+        emb = loss_embedding(u.records, PCA, cache_key=run_identity(u))
+        if emb is None or all(f.round != rnd for f in emb.frames):
+            st.info(f"{u.label} has measured no loss vectors by round {rnd} (its first round assigns at random).",
+                    icon=":material/hourglass_top:")
+            return
+        chart(lambda: _annotate(F.embedding_figure(emb, rnd, height=470, animate=False), note, None, False),
+              f"{key}.emb", cache=tag, title=f"**How {u.label} sees the clients** · round {rnd}")
+    elif step.chart == CURVES:
+        series = [F.Series(s.label, tuple(_upto(u, rnd)), s.color) for s, u in zip(series_of(units), units)]
+        chart(lambda: _annotate(F.metric_figure(series, [step.metric], height=400,
+                                                target=0.9 if step.metric == "ari" else None), note, rnd, True),
+              f"{key}.curves", cache=tag,
+              title=f"**{'Accuracy' if step.metric == 'accuracy' else 'Clusters found (ARI)'} up to round {rnd}**")
+    else:
+        cols = st.columns(len(units))
+        for i, (col, u) in enumerate(zip(cols, units)):
+            with col:
+                chart(lambda u=u: _annotate(F.assignment_heatmap(_upto(u, rnd)), note if i == 0 else None,
+                                            None, False),
+                      f"{key}.heat{i}", cache=(*tag, i), title=f"**Who trains which model** · {u.label}")
+
+
+def _advance(lesson, step, units) -> tuple[int | None, int | None, bool]:
+    """One round further: (the round shown, the round the step is about, whether the player has arrived)."""
+    target = step.when(units)
+    head = st.session_state.get(HEAD, {}).get(lesson.id)
+    done = min((u.records[-1].round for u in units if u.records), default=None)
+    if head is None:
+        head = 0
+    if target is not None and head > target:
+        head = target
+    if target is None:
+        arrived = False
+        head = None if done is None else min(head + 1, done)
+    elif head < target:
+        head = min(head + 1, target, done if done is not None else target)
+        arrived = head == target
+    else:
+        arrived = True
+    st.session_state.setdefault(HEAD, {})[lesson.id] = head
+    return head, target, arrived
+
+
+def play_step(lesson, index: int, key: str) -> None:
+    """Draw step `index` of the lesson, playing towards its round and pausing there."""
+    step = lesson.steps[index]
+    ref = lesson_run(lesson)
+
+    def body(polling: bool) -> None:
+        snap = S.snapshot(ref)
+        units = list(snap.units) if snap else []
+        if not units:
+            st.warning("The lesson's run is gone (deleted?): open the lesson again to prepare it anew.")
+            return
+        head, target, arrived = _advance(lesson, step, units)
+        if head is None:
+            st.info("Preparing the lesson's run: the first round appears in a moment…",
+                    icon=":material/hourglass_top:")
+            return
+        note = step.note(units, target) if arrived else None
+        st.markdown(f":green-badge[:material/pause: step {index + 1} paused at round {target}]" if arrived else
+                    f":blue-badge[:material/play_arrow: playing · round {head}]" +
+                    ("" if target is not None else " · the run is still training"))
+        step_chart(lesson, step, units, head, note, key)
+        if arrived:
+            st.success(f"**Round {target}.** {note}", icon=":material/lightbulb:")
+            if polling:
+                st.rerun()  # draw the page once more, without the timer
+
+    snap = S.snapshot(ref)
+    units = list(snap.units) if snap else []
+    target = step.when(units) if units else None
+    if target is not None and st.session_state.get(HEAD, {}).get(lesson.id) == target:
+        body(False)
+    else:
+        st.fragment(lambda: body(True), run_every=TICK)()
+
+
+def replay(lesson, index: int) -> None:
+    """Start the step again from the round the step before it is about (round 0 for the first)."""
+    if missing(lesson):
+        return
+    units = list(S.snapshot(lesson_run(lesson)).units)
+    prev = lesson.steps[index - 1].when(units) if index > 0 else None
+    st.session_state.setdefault(HEAD, {})[lesson.id] = prev if prev is not None else 0
+
+
+def jump(lesson, index: int) -> None:
+    """Show step `index` at once (Back, or a link): the player starts at its round."""
+    if missing(lesson):
+        return
+    units = list(S.snapshot(lesson_run(lesson)).units)
+    target = lesson.steps[index].when(units)
+    st.session_state.setdefault(HEAD, {})[lesson.id] = target
+
+
+def lesson_card(lesson) -> None:
+    """The lesson's name, summary and a note when its algorithms are not installed here."""
+    st.markdown(f"### {lesson.title}")
+    st.caption(lesson.summary)
+
+
+def unavailable(lesson) -> bool:
+    gone = missing(lesson)
+    if gone:
+        st.info(f"This lesson needs the algorithms {', '.join(gone)}, which are not installed in this version of "
+                "CFL Lab (they arrive with the k-FED/PACFL update). The other lessons work as they are.",
+                icon=":material/info:")
+    return bool(gone)
+
+
+__all__ = ["LESSONS", "BY_ID", "play_step", "replay", "jump", "lesson_card", "unavailable", "step_link"]
