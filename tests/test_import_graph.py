@@ -108,3 +108,87 @@ def test_a_package_that_re_exports_its_submodules_is_no_cycle(tmp_path):
     graph = import_graph(tmp_path, ("pkg",))
     assert graph == {"pkg": {"pkg.a", "pkg.b"}, "pkg.a": set(), "pkg.b": {"pkg.a"}}
     assert find_cycle(graph) is None
+
+
+# The dashboard's four layers, lowest first: a module imports from its own layer or the ones below, never above
+# (cfl_ui/__init__.py's map). Modules outside the layers (the package itself, `serve`: the launcher) sit on top.
+LAYERS = ("jobs", "charts", "form", "views")
+NO_STREAMLIT = ("jobs",)  # the jobs service runs without a page (the CLI, tests, benchmarks drive it)
+
+
+def layer_of(module: str, package: str = "cfl_ui", layers=LAYERS) -> int | None:
+    parts = module.split(".")
+    if parts[0] == package and len(parts) > 1 and parts[1] in layers:
+        return layers.index(parts[1])
+    return None
+
+
+def upward_imports(graph: dict[str, set[str]], package: str = "cfl_ui", layers=LAYERS) -> list[tuple[str, str]]:
+    """(importer, imported) for every import by a layer's module of a higher layer's module or of a module on top
+    of the layers (the package's own modules outside them)."""
+    found = []
+    for module, deps in sorted(graph.items()):
+        here = layer_of(module, package, layers)
+        if here is None:
+            continue
+        for dep in sorted(deps):
+            if dep.split(".")[0] != package:
+                continue
+            there = layer_of(dep, package, layers)
+            if there is None or there > here:
+                found.append((module, dep))
+    return found
+
+
+def streamlit_importers(root: Path, package: str, layer: str) -> list[str]:
+    """Modules of one layer that import streamlit (at module level or in a function)."""
+    found = []
+    for module, path in project_modules(root, (package,)).items():
+        if layer_of(module, package, (layer,)) is None:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(n == "streamlit" or n.startswith("streamlit.") for n in names):
+                found.append(module)
+                break
+    return sorted(set(found))
+
+
+def test_the_dashboards_layers_import_only_downward():
+    graph = import_graph(ROOT)
+    layered = [m for m in graph if layer_of(m) is not None]
+    assert {layer_of(m) for m in layered} == {0, 1, 2, 3} and len(layered) > 40  # every layer was read
+    assert "cfl_ui.form.controls" in graph["cfl_ui.views.playground_view"]  # relative imports resolved across layers
+    assert upward_imports(graph) == []
+    # no module of the dashboard outside the four layers but its entry points
+    assert sorted(m for m in graph if m.startswith("cfl_ui") and layer_of(m) is None
+                  and m not in {f"cfl_ui.{layer}" for layer in LAYERS}) == ["cfl_ui", "cfl_ui.serve"]
+
+
+def test_the_jobs_layer_and_the_core_never_import_streamlit():
+    for layer in NO_STREAMLIT:
+        assert streamlit_importers(ROOT, "cfl_ui", layer) == []
+    core = [m for m, path in project_modules(ROOT, ("cfl_core",)).items() if "streamlit" in path.read_text()]
+    assert core == []
+
+
+def test_an_upward_import_is_found_even_inside_a_function(tmp_path):
+    _write(tmp_path, {
+        "app/__init__.py": "",
+        "app/serve.py": "from app.views import page\n",
+        "app/jobs/__init__.py": "",
+        "app/jobs/store.py": "def late():\n    from ..form import presets\n",  # up two layers, in a function
+        "app/charts/__init__.py": "",
+        "app/charts/figures.py": "from ..jobs import store\nfrom app import serve\n",  # down; and onto the top
+        "app/form/__init__.py": "",
+        "app/form/presets.py": "from ..charts.figures import x\n",
+        "app/views/__init__.py": "",
+        "app/views/page.py": "from ..form.presets import p\nfrom ..jobs.store import s\n",
+        "app/jobs/streamy.py": "import streamlit as st\n",
+    })
+    graph = import_graph(tmp_path, ("app",))
+    assert upward_imports(graph, "app") == [("app.charts.figures", "app.serve"),
+                                            ("app.jobs.store", "app.form"), ("app.jobs.store", "app.form.presets")]
+    assert streamlit_importers(tmp_path, "app", "jobs") == ["app.jobs.streamy"]
+    assert streamlit_importers(tmp_path, "app", "views") == []

@@ -52,7 +52,9 @@ WARMUP_ENV = "CFL_UI_WARMUP"  # "0": no background warm-up when the manager star
 def _manager(root: str) -> JobManager:
     jobs = JobManager(root)
     if os.environ.get(WARMUP_ENV, "1") != "0":
-        jobs.warm_up()  # background: the first Run then starts without one-off costs
+        from .presets import DEFAULT_PRESET, preset_config
+
+        jobs.warm_up(preset_config(DEFAULT_PRESET))  # background: the first Run then starts without one-off costs
         from ..charts.embedding import warm_umap
 
         warm_umap()  # background too: the first PCA -> UMAP switch then takes about a second, not ~18 s

@@ -352,19 +352,18 @@ class JobManager:
         if spare is not None:
             spare.close()
 
-    def warm_up(self, config=None, *, background: bool = True):
-        """Load the default data and run two throw-away rounds, so the first real Run starts at once.
+    def warm_up(self, config: dict, *, background: bool = True):
+        """Load `config`'s data and run two throw-away rounds of it, so the first real Run starts at once.
 
         The first rounds in a process pay one-off costs (loading the data, PyTorch's first calls);
-        the page starts this in the background when the manager is created. The default preset's
-        Setup stays in the shared cache, so its first Run skips building the federation too."""
+        the page starts this in the background when the manager is created, with the default preset
+        (the form's, passed down: the jobs layer knows no presets). Its Setup stays in the shared
+        cache, so the default preset's first Run skips building the federation too."""
         def work():
             try:
                 from cfl_core.config import ExperimentConfig
 
-                from ..form.presets import DEFAULT_PRESET, preset_config
-
-                cfg = config or ExperimentConfig.from_dict(preset_config(DEFAULT_PRESET))
+                cfg = ExperimentConfig.from_dict(config)
                 setup = self.setup_for(cfg)
                 exp = self.experiment_factory(cfg.replace(rounds=2), out_dir=None, setup=setup)
                 exp.step()
