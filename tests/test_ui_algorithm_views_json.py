@@ -1,7 +1,6 @@
 """The per-algorithm views' figures are plain dicts that the dashboard wraps WITHOUT plotly's validation
 (cfl_ui.charts.figures.figure_from): plotly.js draws whatever they say, a misspelt property silently ignored. This is
-the
-safety net: every registered view function (the registry iterated, so a new one without a case here fails) and the
+the safety net: every registered view function (the registry iterated, so a new one without a case here fails) and the
 generic views are built on the records of real small runs, and each figure's JSON is validated by plotly here and
 must come out of the validation unchanged (what plotly.py would have written is what the dicts already say: no
 title given as a bare string, no colorscale by name, which plotly.js reads otherwise)."""

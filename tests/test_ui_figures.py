@@ -10,6 +10,7 @@ from cfl_core.records import RoundRecord
 from cfl_ui.views import algorithm_views as AV
 from cfl_ui.charts import embedding as E
 from cfl_ui.charts import figures as F
+from cfl_ui.charts import ifca_figures as IF
 from cfl_ui.charts import partition_figures as PF
 from cfl_ui.form import url_codec as Q
 from cfl_ui.charts.palette import cluster_color, model_color, model_symbol
@@ -196,10 +197,10 @@ def test_ifca_explorer_figures():
     rows = [{"algorithm": a, "init": m, "seed": s, "final_ari": (1.0 if a == "clove" or m != "same" else 0.0),
              "ref": f"j/{s}"} for a in ("ifca", "clove") for m in ("same", "different") for s in range(3)]
     labels, colors = {"ifca": "IFCA", "clove": "CLoVE"}, {"ifca": "#d00", "clove": "#00d"}
-    succ = F.success_figure(rows, ["ifca", "clove"], ["same", "different"], labels, colors)
+    succ = IF.success_figure(rows, ["ifca", "clove"], ["same", "different"], labels, colors)
     ifca = next(t for t in succ.data if t.name == "IFCA")
     assert list(ifca.y) == [0.0, 1.0] and list(ifca.text) == ["0/3", "3/3"]
-    spread = F.spread_figure(rows, ["ifca", "clove"], ["same", "different"], labels, colors)
+    spread = IF.spread_figure(rows, ["ifca", "clove"], ["same", "different"], labels, colors)
     assert len(spread.data) == 2 and len(spread.data[0].y) == 6
 
 

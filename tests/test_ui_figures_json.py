@@ -1,6 +1,5 @@
 """The dashboard's other figures built as plain dicts without plotly's validation (cfl_ui.charts.figures.figure_from):
-the
-client drill-down (redrawn in the live fragment), the IFCA explorer's, the Partitions page's (classes per cluster,
+the client drill-down (redrawn in the live fragment), the IFCA explorer's, the Partitions page's (classes per cluster,
 client sizes, client labels, the sample-image grid) and the Sweeps heatmap. As in test_ui_algorithm_views_json, each
 figure's JSON is validated by plotly here and must come out of the validation unchanged, so a misspelt property, a
 bare-string title or a colorscale by name fails."""
@@ -19,6 +18,7 @@ from cfl_core.experiment import Experiment
 from cfl_core.sweep.tables import GRID_MEASURES
 from cfl_ui.views import drilldown as D
 from cfl_ui.charts import figures as F
+from cfl_ui.charts import ifca_figures as IF
 from cfl_ui.charts import partition_figures as PF
 from cfl_ui.views import sweeps as V
 from cfl_ui.charts.palette import model_color
@@ -62,11 +62,11 @@ def _ifca_rows():
 def test_the_ifca_explorer_figures_are_valid_plotly_json():
     labels, colors = {"ifca": "IFCA", "clove": "CLoVE"}, {"ifca": "#d00", "clove": "#00d"}
     rows, algos, modes = _ifca_rows(), ["ifca", "clove"], ["same", "different"]
-    succ = check_figure(F.success_figure(rows, algos, modes, labels, colors))
+    succ = check_figure(IF.success_figure(rows, algos, modes, labels, colors))
     assert succ["data"][0]["y"] == [0.0, 1.0] and succ["data"][1]["text"] == ["2/2", "2/2"]
     assert succ["layout"]["barmode"] == "group" and succ["layout"]["yaxis"]["tickformat"] == ".0%"
     for metric in ("final_ari", "final_accuracy"):
-        spread = check_figure(F.spread_figure(rows, algos, modes, labels, colors, metric=metric))
+        spread = check_figure(IF.spread_figure(rows, algos, modes, labels, colors, metric=metric))
         assert [len(t["y"]) for t in spread["data"]] == ([6, 4] if metric == "final_ari" else [6, 6])
         assert spread["data"][0]["marker"]["color"] == "#d00" and spread["layout"]["boxmode"] == "group"
         assert ("range" in spread["layout"]["yaxis"]) == (metric == "final_ari")

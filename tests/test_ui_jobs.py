@@ -14,7 +14,8 @@ from cfl_ui.jobs import jobs as J
 from cfl_ui.jobs import manager as M
 from cfl_ui.jobs import snapshots as S
 from cfl_ui.jobs.run_refs import new_job_id, parse_ref, ref_folder
-from cfl_ui.jobs.store import delete_job, job_owner, list_rows, load_job, metrics_csv
+from cfl_ui.charts.tables import metrics_csv
+from cfl_ui.jobs.store import delete_job, job_owner, list_rows, load_job
 
 SMALL = ExperimentConfig(dataset="digits", partition="feature-skew", clusters=2, clients_per_cluster=3,
                          samples_per_client=30, algorithm="clove", models=2, rounds=4, local_epochs=1)

@@ -150,7 +150,7 @@ def test_exports_of_a_running_job_are_made_on_demand_not_at_every_poll(live):
 
 def test_the_export_files_hold_exactly_the_records_drawn():
     from cfl_ui.views import run_charts as R
-    from cfl_ui.jobs.store import metrics_csv
+    from cfl_ui.charts.tables import metrics_csv
 
     recs = tuple(record(r, accuracy=r / 10) for r in range(4))
     assert R.rounds_jsonl(recs).splitlines() == [r.to_json() for r in recs]

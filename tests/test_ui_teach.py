@@ -218,6 +218,19 @@ def test_drilldown_gives_each_rounds_model_and_the_rules_reason_in_words(manager
     assert [t.name for t in fig.data][-1] == "model it took" and len(fig.data) == 3  # 2 models + the rings
 
 
+def test_drilldown_reasons_come_from_a_registration_per_algorithm(manager, monkeypatch):
+    from cfl_ui.views import drilldown as D
+
+    snap = compare_job(manager, ["ifca", "clove"])
+    ifca = snap.units[0]
+    assert {"ifca", "clove", "cfl", "fedavg", "oracle"} <= set(D.REASONS)
+    monkeypatch.setitem(D.REASONS, "ifca", lambda unit, rec, client, model: f"mine r{rec.round} m{model}")
+    rows = D.reasons(ifca, 0)
+    assert [r["why"] for r in rows] == [f"mine r{r['round']} m{r['model']}" for r in rows]  # the registered one
+    monkeypatch.delitem(D.REASONS, "ifca")
+    assert all("records no per-client reason" in r["why"] for r in D.reasons(ifca, 0))  # none registered
+
+
 def test_drilldown_panel_opens_for_a_picked_client(runs):
     at = run_preset("Rotated digits", {"rounds": 3, "clients_per_cluster": 2, "samples_per_client": 30})
     box = next(s for s in at.selectbox if s.label == "Client")

@@ -1,8 +1,10 @@
 """Results as tables: one row per run (live or finished), percentages for table columns, and the CSV downloads."""
 from __future__ import annotations
 
+import csv
+import io
+
 from ..jobs.snapshots import ELSEWHERE, LIVE, PENDING
-from ..jobs.store import metrics_csv
 
 PERCENT = "%.1f%%"  # table format for `pct` values: Streamlit's own "percent" drops trailing zeros (91% beside 90.17%)
 
@@ -56,9 +58,6 @@ def table_csv(units) -> str:
 def rounds_csv(units) -> str:
     """Every round of several runs in one CSV, with an algorithm column (one header line: the first run's, with
     every run's rows under it; runs whose extra columns differ get the union of the columns)."""
-    import csv
-    import io
-
     tables = [list(csv.reader(io.StringIO(metrics_csv(u.records, {"algorithm": u.algorithm})))) for u in units]
     header: list = []
     for t in tables:
@@ -70,4 +69,34 @@ def rounds_csv(units) -> str:
         index = {c: i for i, c in enumerate(t[0])}
         for row in t[1:]:
             w.writerow([row[index[c]] if c in index else "" for c in header])
+    return buf.getvalue()
+
+
+METRIC_COLUMNS = ("round", "phase", "accuracy", "weighted_accuracy", "loss", "train_loss", "ari", "nmi",
+                  "models_in_use", "participants", "bytes_down", "bytes_up", "seconds")
+
+
+def _scalar_extras(records) -> list[str]:
+    keys: dict[str, None] = {}
+    for r in records:
+        for k, v in (r.extras or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                keys.setdefault(k, None)
+    return list(keys)
+
+
+def metrics_csv(records, extra_columns: dict | None = None) -> str:
+    """Per-round metrics as CSV (one row per round; scalar extras as extra columns)."""
+    extras = _scalar_extras(records)
+    fixed = dict(extra_columns or {})
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow([*fixed, *METRIC_COLUMNS, *extras])
+    for r in records:
+        row = []
+        for c in METRIC_COLUMNS:
+            v = len(r.participants) if c == "participants" else getattr(r, c)
+            row.append("" if v is None else v)
+        row += ["" if r.extras.get(k) is None else r.extras.get(k) for k in extras]
+        w.writerow([*fixed.values(), *row])
     return buf.getvalue()

@@ -22,8 +22,6 @@ be, and only otherwise by how recently its files changed.
 """
 from __future__ import annotations
 
-import csv
-import io
 import os
 import shutil
 import threading
@@ -504,36 +502,6 @@ def delete_job(root: Path, job_id: str) -> bool:
 
 
 # -- exports ---------------------------------------------------------------------
-METRIC_COLUMNS = ("round", "phase", "accuracy", "weighted_accuracy", "loss", "train_loss", "ari", "nmi",
-                  "models_in_use", "participants", "bytes_down", "bytes_up", "seconds")
-
-
-def _scalar_extras(records) -> list[str]:
-    keys: dict[str, None] = {}
-    for r in records:
-        for k, v in (r.extras or {}).items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                keys.setdefault(k, None)
-    return list(keys)
-
-
-def metrics_csv(records, extra_columns: dict | None = None) -> str:
-    """Per-round metrics as CSV (one row per round; scalar extras as extra columns)."""
-    extras = _scalar_extras(records)
-    fixed = dict(extra_columns or {})
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow([*fixed, *METRIC_COLUMNS, *extras])
-    for r in records:
-        row = []
-        for c in METRIC_COLUMNS:
-            v = len(r.participants) if c == "participants" else getattr(r, c)
-            row.append("" if v is None else v)
-        row += ["" if r.extras.get(k) is None else r.extras.get(k) for k in extras]
-        w.writerow([*fixed.values(), *row])
-    return buf.getvalue()
-
-
 def status_word(status: str) -> str:
     return {
         FINISHED: "finished", STOPPED: "stopped", FAILED: "failed", INTERRUPTED: "interrupted",

@@ -4,8 +4,17 @@ took each round with the assignment rule's reason in words, and its own accuracy
 The reasons are read from the records only: IFCA's lowest loss (the loss matrix row), CLoVE's nearest centre
 (a KMeans centre is the mean of its members' vectors, so the centres are the mean loss vectors of each model's
 clients that round), CFL's split checks (the recorded cosine similarities of the clients' updates).
+
+An algorithm's reason is registered like its views (cfl_ui.views.algorithm_views):
+
+    @reason("cfl")
+    def cfl_reason(unit, rec, client, model) -> str: ...
+
+An algorithm without one gets a plain "on model m" line.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 import plotly.graph_objects as go
@@ -17,6 +26,18 @@ from ..charts.palette import GRID, model_color
 
 PICK = "drill.client"
 
+ReasonFn = Callable[..., str]  # (unit, record, client, model) -> the rule's reason in words
+REASONS: dict[str, ReasonFn] = {}
+
+
+def reason(*algorithms: str) -> Callable[[ReasonFn], ReasonFn]:
+    """Register `fn(unit, rec, client, model)` as the reason the drill-down gives for these algorithms' choices."""
+    def add(fn: ReasonFn) -> ReasonFn:
+        for algorithm in algorithms:
+            REASONS[algorithm] = fn
+        return fn
+    return add
+
 
 def _row(rec, client):
     """The client's loss vector in this round's record (None when it was not measured)."""
@@ -25,7 +46,8 @@ def _row(rec, client):
     return np.asarray(rec.loss_matrix[rec.participants.index(client)], dtype=float)
 
 
-def _ifca_reason(rec, client, model):
+@reason("ifca")
+def ifca_reason(unit, rec, client, model):
     row = _row(rec, client)
     if row is None:
         return f"kept model {model} (no losses measured this round)"
@@ -37,7 +59,9 @@ def _ifca_reason(rec, client, model):
     return f"lowest loss was model {best} ({row[best]:.3g}{second})"
 
 
-def _clove_reason(rec, client, model, sqrt_losses: bool):
+@reason("clove")
+def clove_reason(unit, rec, client, model):
+    sqrt_losses = bool((unit.config.get("options") or {}).get("sqrt_losses"))
     row = _row(rec, client)
     if row is None:
         return (f"kept model {model}: " + ("its round-0 model was drawn at random" if rec.round == 0 and
@@ -54,7 +78,8 @@ def _clove_reason(rec, client, model, sqrt_losses: bool):
             f"so it took model {model}")
 
 
-def _cfl_reason(rec, client, model):
+@reason("cfl")
+def cfl_reason(unit, rec, client, model):
     events = [e for e in (rec.extras or {}).get("split_events", []) if any(client in p for p in e["children"])]
     sim = (rec.extras or {}).get("similarity")
     if not events:
@@ -71,29 +96,29 @@ def _cfl_reason(rec, client, model):
     return f"{text} (α = {e['alpha_cross_max']:.3f}); now on model {model}"
 
 
+@reason("fedavg")
+def fedavg_reason(unit, rec, client, model):
+    return "one global model for everyone"
+
+
+@reason("oracle")
+def oracle_reason(unit, rec, client, model):
+    return f"told its true cluster ({rec.true_clusters[client] if rec.true_clusters else '?'})"
+
+
+def unexplained(unit, rec, client, model):
+    return f"on model {model} (this algorithm records no per-client reason)"
+
+
 def reasons(unit, client: int) -> list[dict]:
     """One row per round: the model the client took, the rule's reason in words, its own accuracy."""
-    algo = unit.algorithm
-    sqrt_losses = bool((unit.config.get("options") or {}).get("sqrt_losses"))
+    explain = REASONS.get(unit.algorithm, unexplained)
     rows, prev = [], None
     for rec in unit.records:
         if client >= len(rec.assignments):
             continue
         model = int(rec.assignments[client])
-        if model < 0:
-            why = "no model yet (it has not taken part)"
-        elif algo == "ifca":
-            why = _ifca_reason(rec, client, model)
-        elif algo == "clove":
-            why = _clove_reason(rec, client, model, sqrt_losses)
-        elif algo == "cfl":
-            why = _cfl_reason(rec, client, model)
-        elif algo == "fedavg":
-            why = "one global model for everyone"
-        elif algo == "oracle":
-            why = f"told its true cluster ({rec.true_clusters[client] if rec.true_clusters else '?'})"
-        else:
-            why = f"on model {model} (this algorithm records no per-client reason)"
+        why = "no model yet (it has not taken part)" if model < 0 else explain(unit, rec, client, model)
         acc = rec.client_accuracy[client] if client < len(rec.client_accuracy) else None
         rows.append({"round": rec.round, "model": model, "moved": prev is not None and model != prev,
                      "why": why, "own accuracy": None if acc is None else 100 * acc})

@@ -18,7 +18,7 @@ import streamlit as st
 from cfl_core.jsonio import read_json
 from cfl_core.sweep.folder import EVENTS_FILE, POINT_FILE, SWEEP_FILE
 
-from ..charts import figures as F
+from ..charts import ifca_figures as F
 from ..charts.draw import chart
 from ..form.controls import algorithm_label
 from ..jobs.estimate import _duration

@@ -17,8 +17,7 @@ from ..charts.literal import code, md
 from ..charts.draw import cached, chart, run_identity, unit_key
 from ..charts.embedding import PCA, UMAP, loss_embedding
 from ..charts.palette import algorithm_color
-from ..jobs.store import metrics_csv
-from ..charts.tables import rounds_csv
+from ..charts.tables import metrics_csv, rounds_csv
 
 CAPTIONS = {
     "embed_raw2": "Each client sits at its loss on model 0 (x) and model 1 (y), coloured by true cluster with the "
