@@ -20,7 +20,7 @@ from cfl_ui.views import drilldown as D
 from cfl_ui.charts import figures as F
 from cfl_ui.charts import ifca_figures as IF
 from cfl_ui.charts import partition_figures as PF
-from cfl_ui.views import sweeps as V
+from cfl_ui.charts import sweep_grid as V
 from cfl_ui.charts.palette import model_color
 from tests.test_ui_algorithm_views_json import SMALL, check_figure
 

@@ -1,129 +1,184 @@
-"""The Sweeps page's pieces: the grid heatmap, the cell table, the start form's spec, and starting a sweep.
+"""The Sweeps page: every sweep folder (command line or dashboard) with its progress, a grid view of its results,
+and a small form that starts one from the Playground's config.
 
-Sweeps run outside the server's job manager: a started sweep is `python -m cfl_core sweep` in a process
-of its own (its executor from CFL_SWEEP_EXECUTOR / CFL_RAY_ADDRESS, the local pool by default), writing
-its folder under the runs folder; the page only reads sweep folders (cfl_core.sweep.status), so sweeps
-from the command line and from the page are listed alike, and one survives a restart of the server.
+`render()` draws it all under the page's header: the start form (cfl_ui.form.sweep_form's spec, started by
+cfl_ui.jobs.sweep_launch), the list of sweeps with a live progress bar for running ones, and the chosen sweep's
+heatmap (cfl_ui.charts.sweep_grid), its cells and their runs, each one click from the Playground.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+import time
 from pathlib import Path
 
-import plotly.graph_objects as go
+import pandas as pd
+import streamlit as st
 
-from cfl_core.config import ExperimentConfig
 from cfl_core.errors import ConfigError
-from cfl_core.settings import settings_of
-from cfl_core.sweep.executors import cpu_count, executor_from_environment
-from cfl_core.sweep.tables import GRID_MEASURES
+from cfl_core.sweep import SweepSpec
+from cfl_core.sweep.folder import RESULTS_FILE, SWEEP_FILE
+from cfl_core.sweep.status import RUNNING, list_sweeps, sweep_status
+from cfl_core.sweep.tables import GRID_MEASURES, grid_cells, protocol_note, protocols_in, read_results
 
-from ..charts.figures import axis, colorscale, figure_from
+from ..charts.draw import chart
+from ..charts.sweep_grid import cell_rows, heatmap_figure
+from ..form import session as S
+from ..form.controls import default_config
+from ..form.sweep_form import form_spec, sweepable_fields
+from ..jobs.run_refs import runs_dir, slug
+from ..jobs.sweep_launch import MAX_PAGE_POINTS, default_workers, start_sweep, time_estimate
 
-ROOT = Path(__file__).resolve().parents[2]
-MAX_PAGE_POINTS = 500  # a sweep started from the page (the CLI's limit is --max-points)
-SPEC_FILE = "spec.json"
-
-
-def measure_text(measure: str, mean, std) -> str:
-    if mean is None:
-        return "-"
-    if measure in ("final_accuracy", "reported_accuracy", "success"):
-        return f"{100 * mean:.1f}% ± {100 * (std or 0):.1f}"
-    if measure == "first_round_ari_0_9":
-        return f"{mean:.1f} ± {std or 0:.1f}"
-    return f"{mean:.2f} ± {std or 0:.2f}"
+P = "sweeps"
+SEL_KEY = f"{P}.selected"
+REFRESH_S = 2.0
 
 
-def heatmap_figure(cells: list[dict], row: str, col: str | None, measure: str) -> go.Figure:
-    """Rows x columns of the chosen fields, coloured by the measure, each cell's value written in it."""
-    ys = list(dict.fromkeys(str(c[row]) for c in cells))
-    xs = list(dict.fromkeys(str(c[col]) for c in cells)) if col else [GRID_MEASURES[measure]]
-    z = [[None] * len(xs) for _ in ys]
-    text = [[""] * len(xs) for _ in ys]
-    for c in cells:
-        i, j = ys.index(str(c[row])), (xs.index(str(c[col])) if col else 0)
-        z[i][j] = c[measure]
-        text[i][j] = measure_text(measure, c[measure], c[f"{measure}_std"]) + f"<br>({c['finished']}/{c['runs']})"
-    ranged = measure in ("final_ari", "success")
-    heat = dict(type="heatmap", z=z, x=xs, y=ys, text=text, texttemplate="%{text}", colorscale=colorscale("Viridis"),
-                colorbar={"title": {"text": measure.replace("_", " ")}},
-                hovertemplate=f"{row}=%{{y}}<br>{col or ''}=%{{x}}<br>%{{text}}<extra></extra>")
-    if ranged:
-        heat.update(zmin=0, zmax=1)
-    # plotly's default template (no house style here), as go.Figure wrote it
-    return figure_from([heat], {"height": max(260, 80 + 60 * len(ys)), "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
-                                "xaxis": axis(col or "", type="category"),
-                                "yaxis": axis(row, type="category", autorange="reversed")})
+def duration(seconds) -> str:
+    if seconds is None:
+        return ""
+    return f"{seconds / 60:.1f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-def cell_rows(cells: list[dict], by: list[str]) -> list[dict]:
-    """The mean ± std table under the heatmap: one row per cell."""
-    out = []
-    for c in cells:
-        row = {name: c[name] for name in by}
-        row["runs"] = f"{c['finished']}/{c['runs']}"
-        for measure, label in GRID_MEASURES.items():
-            row[label] = measure_text(measure, c[measure], c[f"{measure}_std"])
-        out.append(row)
-    return out
+def listing(root: Path):
+    """Every sweep folder's status, and the table's rows."""
+    statuses = list_sweeps(root)
+    rows = [{"sweep": str(s.folder.relative_to(root)), "state": s.state, "done": f"{s.finished}/{s.points}",
+             "failed": s.failed, "running": s.running, "ETA": duration(s.eta_seconds)} for s in statuses]
+    return statuses, rows
 
 
-def sweepable_fields() -> list[str]:
-    """The experiment settings a sweep from the page may vary (plain values; options are edited elsewhere)."""
-    return [name for name, s in settings_of(ExperimentConfig).items() if s.kind is not dict]
+def start_form(root: Path, expanded: bool) -> bool:
+    """The "Start a sweep" form; True when a sweep was started by this run."""
+    with st.expander("Start a sweep", icon=":material/add:", expanded=expanded):
+        base = S.shared_config() or default_config()
+        st.caption("Base: the Playground's current config — " + ", ".join(
+            f"{k} {base.get(k)}" for k in ("dataset", "partition", "algorithm", "rounds")) + ". Choose fields and "
+            "their values (comma-separated); every combination runs.")
+        fields = st.multiselect("Fields to vary", sweepable_fields(), default=["seed"], key=f"{P}.fields")
+        grid_text = {}
+        for name in fields:
+            grid_text[name] = st.text_input(f"{name} values", key=f"{P}.values.{name}",
+                                            value="0, 1, 2" if name == "seed" else str(base.get(name, "")))
+        name = st.text_input("Name", value=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}", key=f"{P}.name")
+        problem = None
+        spec = points = None
+        try:
+            spec = form_spec(slug(name), base, grid_text)
+            expansion = SweepSpec.from_dict(spec).expand(max_points=MAX_PAGE_POINTS)
+            points = expansion.points
+            if expansion.invalid:
+                problem = expansion.report(limit=5)
+            elif (root / "sweeps" / slug(name) / SWEEP_FILE).exists():
+                problem = f"A sweep named {slug(name)} exists: choose another name."
+        except ConfigError as exc:
+            problem = str(exc)
+        if points is not None and not problem:
+            workers = default_workers()
+            st.markdown(f"**{len(points)} points**, {time_estimate([p.config for p in points], workers)}.")
+        elif problem:
+            st.error(problem, icon=":material/error:")
+        if st.button("Start sweep", type="primary", disabled=bool(problem) or not points, key=f"{P}.start"):
+            folder = root / "sweeps" / slug(name)
+            start_sweep(spec, folder)
+            st.session_state[SEL_KEY] = str(folder.relative_to(root))
+            st.toast(f"Sweep {slug(name)} started ({len(points)} runs).")
+            time.sleep(0.5)
+            return True
+    return False
 
 
-def parse_values(name: str, text: str) -> list:
-    """A comma-separated list of one setting's values, each coerced by its declaration (ConfigError names it)."""
-    s = settings_of(ExperimentConfig)[name]
-    parts = [p.strip() for p in str(text).split(",") if p.strip()]
-    if not parts:
-        raise ConfigError(f"grid.{name}", text, "a comma-separated list of values: " + s.describe())
-    out = []
-    for part in parts:
-        value = s.coerce(part, text=True, name=f"grid.{name}")
-        s.check(value, name=f"grid.{name}")
-        out.append(value)
-    return out
+def progress_panel(root: Path, statuses) -> None:
+    """A progress bar per running sweep, redrawn every REFRESH_S seconds while any runs."""
+    @st.fragment(run_every=REFRESH_S if any(s.state == RUNNING for s in statuses) else None)
+    def panel():
+        for s in list_sweeps(root):
+            if s.state == RUNNING:
+                st.progress((s.finished + s.failed) / max(1, s.points),
+                            text=f"{s.folder.relative_to(root)}: {s.finished} done, {s.running} running, {s.failed} "
+                                 f"failed of {s.points}" + (f", about {duration(s.eta_seconds)} left"
+                                                            if s.eta_seconds else ""))
+
+    panel()
 
 
-def form_spec(name: str, base: dict, grid_text: dict[str, str]) -> dict:
-    """The spec of the start form: the Playground's config as base, the chosen fields' values as the grid."""
-    grid = {field: parse_values(field, text) for field, text in grid_text.items()}
-    if not grid:
-        raise ConfigError("grid", None, "at least one field with values")
-    shared = {k: v for k, v in base.items() if k not in grid}
-    if "algorithm" in grid:
-        shared.pop("models", None)  # K-hat: the true cluster count for each algorithm that needs one
-        shared.pop("options", None)  # another algorithm's options would not apply
-    return {"name": name, "description": "started from the dashboard", "base": shared, "grid": grid}
+def picked_row(table) -> list:
+    return table.selection.rows if table is not None and hasattr(table, "selection") else []
 
 
-def time_estimate(configs: list, workers: int) -> str:
-    from ..jobs.estimate import _duration, unit_cost
+def sweep_results(root: Path, chosen: str) -> None:
+    """The chosen sweep: its state and command, its results as a heatmap and a table of cells, a cell's runs."""
+    folder = root / chosen
+    status = sweep_status(folder)
+    st.divider()
+    st.markdown(f"### {status.name}  \n`{chosen}` — {status.state}, {status.finished} of {status.points} finished"
+                + (f", {status.failed} failed" if status.failed else ""))
+    if status.command:
+        st.code(status.command, language="bash")
+    results = folder / RESULTS_FILE
+    if not results.exists():
+        st.info("No results yet: the table appears when the sweep's first runs are in.",
+                icon=":material/hourglass_top:")
+        st.stop()
+    text = results.read_text(encoding="utf-8")
+    st.download_button("results.csv", text, file_name=f"{status.name}-results.csv", mime="text/csv",
+                       icon=":material/download:", key=f"{P}.csv")
+    data = read_results(text)
+    fields = [f for f in status.swept if f != "seed"] or ["algorithm"]
+    c1, c2, c3 = st.columns(3)
+    row_field = c1.selectbox("Rows", fields, key=f"{P}.row")
+    col_choices = ["(none)"] + [f for f in fields if f != row_field]
+    col_field = c2.selectbox("Columns", col_choices, index=1 if len(col_choices) > 1 else 0, key=f"{P}.col")
+    col_field = None if col_field == "(none)" else col_field
+    measure = c3.selectbox("Measure", list(GRID_MEASURES), format_func=GRID_MEASURES.get, key=f"{P}.measure")
+    by = [row_field] + ([col_field] if col_field else [])
+    cells = grid_cells(data, by)
+    stamp = results.stat().st_mtime_ns
+    chart(lambda: heatmap_figure(cells, row_field, col_field, measure), f"{P}.heatmap",
+          cache=("sweep-heatmap", str(folder), stamp, row_field, col_field, measure),
+          title=f"**{GRID_MEASURES[measure]}** by {' and '.join(by)} (over seeds)",
+          caption="Each cell: the measure over its seeds' finished runs (mean ± std), and finished/all runs. "
+                  "Success = the share of seeds whose final clustering is exactly right (ARI = 1). "
+                  + protocol_note(protocols_in(data)) + ".")
+    st.markdown("**Mean ± std per cell** — select a row to list its runs")
+    cell_table = st.dataframe(pd.DataFrame(cell_rows(cells, by)), key=f"{P}.cells", on_select="rerun",
+                              selection_mode="single-row", hide_index=True, width="stretch")
+    picked_cell = picked_row(cell_table)
+    if picked_cell:
+        cell_runs(chosen, data, cells[picked_cell[0]], by)
 
-    seconds = sum(unit_cost(c)[2] for c in configs)
-    return f"about {_duration(seconds / max(1, workers))} on {workers} worker{'s' if workers != 1 else ''}"
+
+def cell_runs(chosen: str, data: list[dict], cell: dict, by: list[str]) -> None:
+    """One cell's runs, each with its result and a link that opens it in the Playground."""
+    st.markdown("Runs of " + ", ".join(f"{b} = {cell[b]}" for b in by))
+    by_folder = {r["folder"]: r for r in data}
+    for run_folder in cell["folders"]:
+        r = by_folder[run_folder]
+        ref = f"{chosen}/{run_folder}"
+        a, b = st.columns([3, 1])
+        acc = f"{100 * r['final_accuracy']:.1f}%" if r["final_accuracy"] is not None else "-"
+        ari = f"{r['final_ari']:.2f}" if r["final_ari"] is not None else "-"
+        a.markdown(f"`{run_folder}` — {r['status']}, accuracy {acc}, ARI {ari}")
+        b.page_link("pages/playground.py", label="Open in Playground", icon=":material/science:",
+                    query_params={"run": ref})
 
 
-def start_sweep(spec: dict, folder: Path) -> subprocess.Popen:
-    """`python -m cfl_core sweep` for this spec in a process of its own, writing `folder`."""
-    executor, address = executor_from_environment()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / SPEC_FILE).write_text(json.dumps(spec, indent=1), encoding="utf-8")
-    command = [sys.executable, "-m", "cfl_core", "sweep", str(folder / SPEC_FILE), "--out", str(folder),
-               "--executor", executor, "--max-points", str(MAX_PAGE_POINTS)]
-    if address:
-        command += ["--address", address]
-    log = open(folder / "driver.log", "ab")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env=env)
-
-
-def default_workers() -> int:
-    return cpu_count()
+def render() -> None:
+    """The page under its header: the start form, the sweeps and their progress, the chosen sweep's results."""
+    root = runs_dir()
+    statuses, rows = listing(root)
+    if start_form(root, expanded=not rows):
+        statuses, rows = listing(root)
+    if not rows:
+        st.info("No sweeps yet. Start one above, or from a terminal: "
+                "`python -m cfl_core sweep sweeps/digits-same-init.yaml --out runs/sweeps/digits-same-init`.",
+                icon=":material/grid_on:")
+        st.stop()
+    progress_panel(root, statuses)
+    table = st.dataframe(pd.DataFrame(rows), key=f"{P}.table", on_select="rerun", selection_mode="single-row",
+                         hide_index=True, width="stretch")
+    picked = picked_row(table)
+    if picked:
+        st.session_state[SEL_KEY] = rows[picked[0]]["sweep"]
+    chosen = st.session_state.get(SEL_KEY) or rows[0]["sweep"]
+    if chosen not in {r["sweep"] for r in rows}:
+        chosen = rows[0]["sweep"]
+    sweep_results(root, chosen)
