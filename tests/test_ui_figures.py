@@ -269,6 +269,17 @@ def test_query_params_round_trip_every_field():
     assert Q.link("http://h:1/compare?x=1", {"a": "1"}) == "http://h:1/compare?a=1"
 
 
+def test_one_link_builder_for_this_page_and_the_others(monkeypatch):
+    from cfl_ui.form import url_sync as U
+
+    monkeypatch.setattr(U, "_current_url", lambda: "http://h:1/base/ifca-init?seeds=3#top")
+    assert U.app_url({"run": "a/b", "step": 2}) == "http://h:1/base/?run=a%2Fb&step=2"  # the Playground
+    assert U.app_url({"lesson": "x"}, page="lessons") == "http://h:1/base/lessons?lesson=x"
+    assert U.app_url({"seeds": 4}, page=None) == "http://h:1/base/ifca-init?seeds=4"  # this page (the link box)
+    monkeypatch.setattr(U, "_current_url", lambda: "")  # no browser: relative, or this page on localhost
+    assert U.app_url({"run": "j"}) == "/?run=j" and U.app_url({"a": 1}, page=None) == "http://localhost:8501/?a=1"
+
+
 def test_presets_are_valid_configs():
     assert DEFAULT_PRESET in PRESETS and SIGNATURE_PRESET in PRESETS
     for name in ("IFCA collapses, CLoVE recovers", "Rotated digits", "Label swaps (concept shift)", "Label skew",

@@ -13,8 +13,9 @@ CSS = """
 /* Streamlit's header bar (3.75rem, with the sidebar's expand button once it is collapsed) lies over the top of
    the main area: the page starts below it, and a heading scrolled to (a link, scrollIntoView) stops below it */
 [data-testid="stMain"], [data-testid="stAppViewContainer"] {scroll-padding-top: 4rem;}
-/* the run controls (Playground, Compare, IFCA initialisation): in the sidebar, and under the title where the
-   sidebar starts collapsed (windows up to NARROW_PX wide, SIDEBAR_JS below) */
+/* the run controls and the preset picker (Playground, Compare, IFCA initialisation; cfl_ui.form.frame): in the
+   sidebar, and under the title where the sidebar is hidden: it starts collapsed in windows up to NARROW_PX wide
+   (SIDEBAR_JS below), and presenter mode has none (PRESENT_CSS) */
 .st-key-cfl-runbar-main {display: none;}
 @media (max-width: 1024px) {.st-key-cfl-runbar-main {display: flex;}
   [data-testid="stSidebar"] .st-key-cfl-runbar-side {display: none;}}
@@ -59,10 +60,12 @@ PRESENT_CSS = """
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"]
   {display: none !important;}
 [data-testid="stMainBlockContainer"] {zoom: 1.22; max-width: 100%; padding-left: 2rem; padding-right: 2rem;}
+.st-key-cfl-runbar-main {display: flex !important;}
 [data-testid="stMetricValue"] {font-size: 2.3rem !important;}
 [data-testid="stMetricLabel"] p {font-size: 1.0rem !important;}
 </style>
 """
+RUNBAR_SIDE, RUNBAR_MAIN = "cfl-runbar-side", "cfl-runbar-main"  # the run controls' two places (CSS above)
 PRESENT_KEY = "cfl.present"  # the switch (a widget: its state goes when a page without it is drawn)
 PRESENT_ON = "cfl.present_on"  # whether presenter mode is on, kept across pages
 

@@ -8,6 +8,8 @@
     ctl.flash()                             # why the last press submitted nothing
     snap = ctl.snapshot()                   # the job to draw, live or from disk
 
+A training page hands `ctl.validated` to the frame (cfl_ui.form.frame), which draws the buttons in their places.
+
 The controller keeps the job's reference in st.session_state (`<prefix>.run`).
 Only the browser that owns the job (cfl_ui.form.session.may_control) gets live
 buttons; a link shows the job read-only (the note under the buttons says so)
@@ -205,6 +207,10 @@ class JobController:
         """The form checked by the page's build (problems shown by their controls) and estimated."""
         return validate(panel, self.build, parallel=self.parallel)
 
+    def validated(self, panel) -> "CheckedForm":
+        """The form checked (`validate`), with the controller: the run controls the page's frame draws."""
+        return CheckedForm(self, self.validate(panel))
+
     def buttons(self, verdict: Verdict, where=None, *, copy: str = "") -> None:
         """Run/Resume, Pause, Step (when the page has it) and Stop, and the verdict's note under them.
 
@@ -248,3 +254,17 @@ class JobController:
     def link_extra(self, snap) -> dict:
         """What the page's link carries of the job: its reference, once there is a job to open."""
         return {"run": self.ref if snap is not None else None}
+
+
+@dataclass
+class CheckedForm:
+    """A page's controller with its form's verdict: what cfl_ui.form.frame.RunControls asks of a page."""
+
+    controller: JobController
+    verdict: Verdict
+
+    def buttons(self, where, *, copy: str = "") -> None:
+        self.controller.buttons(self.verdict, where, copy=copy)
+
+    def flash(self) -> None:
+        self.controller.flash()

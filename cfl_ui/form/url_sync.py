@@ -3,7 +3,7 @@
 Every page keeps its whole configuration (and its run) in the query string, so
 any picture is a link: `sync_from_url` applies a link when it arrives,
 `write_url` makes the URL describe the page after it is drawn, `link_box` shows
-it in the sidebar, and `app_url` builds links to the other pages.
+it in the sidebar, and `app_url` builds every link: to this page or to another one.
 """
 from __future__ import annotations
 
@@ -110,10 +110,6 @@ def _current_url() -> str:
         return ""
 
 
-def share_link(params: dict) -> str:
-    return qp.link(_current_url() or "http://localhost:8501/", params)
-
-
 LINK_OPEN = "cfl.link_box_open"
 
 
@@ -128,21 +124,27 @@ def link_box(params: dict, note: str = "") -> None:
             with box:
                 if note:
                     st.caption(note)  # the page's own words
-                st.code(share_link(params), language=None, wrap_lines=True)
+                st.code(app_url(params, page=None), language=None, wrap_lines=True)
 
 
-def app_url(query: dict | None = None, page: str = "") -> str:
-    """An absolute link to a page of this app (the Playground by default) with query parameters."""
-    from urllib.parse import urlencode, urlsplit
+def app_url(query: dict | None = None, page: str | None = "") -> str:
+    """The one link builder: an absolute link to a page of this app with query parameters.
+
+    page: the page's url path ("" = the Playground, "lessons", ...), or None for the page shown now (the link
+    box). Without a browser's URL (a bare script run) a page's link is relative, and the page's own is on
+    localhost."""
+    from urllib.parse import urlsplit
 
     current = _current_url()
     parts = urlsplit(current) if current else None
     if parts is None or not parts.netloc:
-        base = "/"
+        base = "http://localhost:8501/" if page is None else "/" + page
+    elif page is None:
+        base = f"{parts.scheme}://{parts.netloc}{parts.path}"
     else:
         path = parts.path.rstrip("/")
         last = path.rsplit("/", 1)[-1] if path else ""
         if last in PAGE_PATHS:
             path = path[: -len(last)].rstrip("/")
-        base = f"{parts.scheme}://{parts.netloc}{path}/"
-    return base + page + (("?" + urlencode(query)) if query else "")
+        base = f"{parts.scheme}://{parts.netloc}{path}/{page}"
+    return qp.link(base, {k: str(v) for k, v in (query or {}).items()})

@@ -35,15 +35,17 @@ def check_dataset(panel: Panel, config: dict) -> str | None:
 
 
 def check_device(panel: Panel, config: dict) -> str | None:
-    if config.get("device") == "cuda":
-        import torch
+    """The core's device check (`cuda` without a GPU is refused), its message by the device control."""
+    from cfl_core.engine.federation import resolve_device
+    from cfl_core.errors import ConfigError
 
-        if not torch.cuda.is_available():
-            text = "device='cuda' is not allowed: no CUDA device is visible here; use auto or cpu"
-            slot = panel.slots.get("device")
-            if slot is not None:
-                slot.error(text, icon=":material/warning:")
-            return text
+    try:
+        resolve_device(config.get("device") or "auto")
+    except ConfigError as err:
+        slot = panel.slots.get("device")
+        if slot is not None:
+            slot.error(md(err), icon=":material/warning:")
+        return str(err)
     return None
 
 

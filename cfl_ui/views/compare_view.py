@@ -1,5 +1,5 @@
-"""The Compare page's results: the status bar, the results table, the overlaid curves, one heatmap per algorithm,
-the CSVs."""
+"""The Compare page's body and results: the status bar, the results table, the overlaid curves, one heatmap per
+algorithm, the CSVs."""
 from __future__ import annotations
 
 import streamlit as st
@@ -7,13 +7,15 @@ import streamlit as st
 from cfl_core.compare import protocol_note
 
 from ..charts import figures as F
-from ..charts.literal import md
+from ..charts.literal import code, md
 from ..charts.draw import chart, unit_key
-from .live_view import status_bar
+from .export_view import running_exports
+from .live_view import POLLING, live_fragment, status_bar
 from .run_charts import ari_note, series_of
 from ..jobs.snapshots import FAILED
 from ..charts.tables import PERCENT, pct, rounds_csv, summary_rows, table_csv
-from ..form.url_sync import app_url
+from ..form.page_choices import CMP, compare_options, compared
+from ..form.url_sync import algo_options_text, app_url
 
 
 def results_table(units) -> None:
@@ -103,3 +105,22 @@ def downloads(units, key: str, snap=None) -> None:
                        icon=":material/download:", width="stretch", on_click="ignore")
     d2.download_button("Per-round metrics (CSV)", rounds_csv(units), "compare-rounds.csv", "text/csv",
                        key=f"{key}.dl_rounds", icon=":material/download:", width="stretch", on_click="ignore")
+
+
+def page_body(ctl) -> dict:
+    """The comparison the page shows (live while it runs), or what to do first; returns what the page's link
+    carries beside the form."""
+    snap = ctl.snapshot()
+    if ctl.ref and snap is None:
+        st.warning(f"Comparison {code(ctl.ref)} was not found; its settings are loaded — press **Run all** to "
+                   "reproduce it.", icon=":material/link:")
+    if snap is not None:
+        live_fragment(ctl.ref, render, initial_status=snap.status)
+        if snap.status in POLLING:
+            running_exports(ctl.ref, lambda s: list(s.units), f"{CMP}.export", draw=downloads)
+    else:
+        st.info("Choose the data and at least two algorithms in the sidebar, then press **Run all**. Every algorithm "
+                "gets the same clients and the same initial models, so differences come from the algorithms alone.",
+                icon=":material/play_circle:")
+    return {**ctl.link_extra(snap), "algos": compared(),
+            "algo_options": algo_options_text(compare_options(compared()))}

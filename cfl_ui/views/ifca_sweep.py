@@ -1,10 +1,10 @@
 """The IFCA-initialisation page's sweep: which sweep folder its form describes, Run / Resume / Stop, the estimate, and
 the live progress and results.
 
-    sweep = IfcaSweep(prefix, verdict, algorithms, modes, seeds)
-    sweep.buttons()     # in the sidebar
-    sweep.flash()       # why the last Run started nothing
-    sweep.show()        # the estimate before it runs; progress and results while and after it runs
+    sweep = IfcaSweep.checked(panel)   # the page's form validated (cfl_ui.form.page_choices: its grid)
+    sweep.buttons(where)               # Run / Resume and Stop (the page's frame draws them: cfl_ui.form.frame)
+    sweep.flash()                      # why the last Run started nothing
+    page_body(sweep)                   # the estimate before it runs; progress and results while and after it runs
 
 The form's configs become a sweep spec (ifca_view.sweep_spec) whose folder is a hash of it under the runs
 folder's sweeps/, driven by this server (cfl_ui.jobs.sweep_jobs) on the executor CFL_SWEEP_EXECUTOR names
@@ -23,8 +23,13 @@ from cfl_core.errors import ConfigError
 from cfl_core.sweep.folder import EVENTS_FILE
 from cfl_core.sweep.status import INTERRUPTED, RUNNING, sweep_status
 
+from ..form import session as S
+from ..form.page_choices import RUN_KEY, ifca_build, init_algos, init_modes, seeds
+from ..form.verdicts import validate
 from . import ifca_view as V
 from .export_view import made_on_request
+from .live_view import live_fragment
+from ..charts.literal import md
 from ..jobs.run_refs import runs_dir
 from ..jobs.snapshots import FINISHED
 from ..jobs.sweep_jobs import executor_choice, executor_text, sweep_jobs, warm_up_enabled
@@ -71,6 +76,12 @@ class IfcaSweep:
         self.status = sweep_status(self.folder) if self.folder else None
         if self.executor == "local" and warm_up_enabled():
             sweep_jobs().warm_pool()  # the workers load torch while the user sets the form up
+
+    @classmethod
+    def checked(cls, panel) -> "IfcaSweep":
+        """The sweep the page's form describes, validated (each problem by its control)."""
+        verdict = validate(panel, ifca_build, parallel=False)
+        return cls(panel.prefix, verdict, init_algos(), init_modes(), seeds())
 
     # -- state ---------------------------------------------------------------------------------------
     @property
@@ -231,6 +242,23 @@ class IfcaSweep:
         if self.job is not None and self.job.error:
             st.error(f"The sweep stopped: {self.job.error}", icon=":material/error:")
         V.render_rows(rows, self.rel, files=state != "running")
+
+
+def page_body(sweep: IfcaSweep) -> dict:
+    """The page under its header: the form's sweep, or a job of the page's earlier form that a link names; returns
+    what the page's link carries beside the form."""
+    ref = st.session_state.get(RUN_KEY)
+    old = S.snapshot(ref) if ref and sweep.state() is None else None
+    if ref and old is None and sweep.state() is None:
+        st.warning(f"Run {md(repr(ref))} was not found; its settings are loaded — press **Run** to run them as a "
+                   "sweep.", icon=":material/link:")
+    if old is not None:
+        st.caption("A run of this page's earlier form (a dashboard job), read back; **Run** runs these settings as a "
+                   "sweep.")
+        live_fragment(ref, V.render, initial_status=old.status)
+    else:
+        sweep.show()
+    return {"run": ref if old is not None else None, "algos": init_algos(), "modes": init_modes(), "seeds": seeds()}
 
 
 def _ray_slots() -> int:

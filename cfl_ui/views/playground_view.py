@@ -1,11 +1,47 @@
-"""The Playground before its first run: what is about to be trained, the clients themselves, and what the charts
-will show."""
+"""The Playground's body: the run it shows (live, or read back from disk), or before its first run what is about to
+be trained, the clients themselves, and what the charts will show."""
 from __future__ import annotations
 
 import streamlit as st
 
-from ..form.controls import algorithm_label
+from ..charts.literal import code
+from ..charts.partition_facts import PARTITION_KEYS
+from ..form.controls import algorithm_label, values
+from ..form.page_choices import PG, vs_choice
+from ..jobs.run_refs import runs_dir
+from ..jobs.snapshots import ELSEWHERE
+from .live_view import live_view
 from .partition_charts import preview
+
+
+def other_clients(snap, unit_name: str | None, form: dict) -> bool:
+    """Whether the form's data set or partition settings differ from those of the run shown (the unit a link
+    names, e.g. one seed of a sweep; else the first: runs side by side share their clients)."""
+    unit = (snap.unit(unit_name) if unit_name else None) or (snap.units[0] if snap.units else None)
+    shown = unit.config if unit is not None else {}
+    return any(k in form and k in shown and form[k] != shown[k] for k in PARTITION_KEYS)
+
+
+def page_body(ctl, verdict) -> dict:
+    """The run the page shows, or the setting about to run; returns what the page's link carries beside the form."""
+    snap = ctl.snapshot()
+    if snap is not None and not snap.live and other_clients(snap, ctl.unit_name, values(PG)):
+        # the form now describes other clients (another data set or partition): an ended run's charts would show
+        # the old data under the new settings, so the page shows the new setting (the run stays in Runs)
+        ctl.release()
+        snap = ctl.snapshot()
+    if ctl.ref and snap is None:
+        st.warning(f"Run {code(ctl.ref)} was not found in {code(runs_dir())} (deleted, or saved on another machine). "
+                   "The settings from the link are loaded: press **Run** to reproduce it — same seed, same data, same "
+                   "initial models.", icon=":material/link:")
+    if snap is not None:
+        if snap.from_disk and snap.status != ELSEWHERE:
+            st.caption("Opened from disk (read-only): this run is not running in this server. Press **Run** to run "
+                       "the same settings again.")
+        live_view(ctl.ref, ctl.unit_name, f"{PG}.view", initial_status=snap.status)
+    else:
+        ready(values(PG), vs_choice(), f"{PG}.preview", blocked=bool(verdict.blocked))
+    return {**ctl.link_extra(snap), "vs": vs_choice()}
 
 
 def ready(values: dict, vs: str | None, key: str, *, blocked: bool) -> None:
