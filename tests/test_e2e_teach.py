@@ -287,3 +287,43 @@ def test_closed_sidebar_sections_open_on_a_click_and_keep_their_values(site):
         no_exception(page)
     finally:
         page.close()
+
+
+TRAINING_PAGES = (("", ("Run", "Step", "Pause", "Stop")), ("compare", ("Run all", "Pause", "Stop")),
+                  ("ifca-init", ("Run", "Stop")))
+
+
+def on_screen(page, size, name: str, role: str = "button") -> None:
+    """The first visible element of that role and name lies inside the window, without scrolling."""
+    box = page.get_by_role(role, name=name, exact=True).first.bounding_box()
+    assert box and box["y"] >= 0 and box["y"] + box["height"] <= size[1], (size, name, box)
+    assert box["x"] >= 0 and box["x"] + box["width"] <= size[0], (size, name, box)
+
+
+@pytest.mark.slow
+def test_every_training_page_shows_its_run_controls_and_presets_in_presenter_mode_and_its_sidebar(site):
+    """cfl_ui.form.frame: in presenter mode (no sidebar) the run controls and the preset picker are under the title
+    at any width; otherwise at the top of the sidebar (the IFCA page's too, no longer under twenty controls)."""
+    url, browser = site
+    for size in ((1366, 768), (1920, 1080)):
+        for path, names in TRAINING_PAGES:
+            page = open_page(browser, f"{url}/{path}?present=1", size)
+            try:
+                for name in names:
+                    on_screen(page, size, name)
+                on_screen(page, size, "Preset", role="combobox")
+                assert page.locator('[data-testid="stSidebar"]').first.is_hidden()  # presenter mode has none
+                no_exception(page)
+            finally:
+                page.close()
+    size = SIZES[0]
+    for path, names in TRAINING_PAGES:
+        page = open_page(browser, f"{url}/{path}", size)
+        try:
+            sidebar = page.locator('[data-testid="stSidebar"]')
+            for name in names:
+                box = sidebar.get_by_role("button", name=name, exact=True).first.bounding_box()
+                assert box and box["y"] + box["height"] <= size[1], (path, name, box)
+                assert page.locator('[data-testid="stMain"]').get_by_role("button", name=name, exact=True).count() == 0
+        finally:
+            page.close()

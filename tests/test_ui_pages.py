@@ -484,3 +484,55 @@ def test_compare_page_keeps_each_algorithms_own_options(runs):
     open_sections(again, "cmp", "options.flexcfl", "options.fedgroup")
     assert again.selectbox(key="cmp.opt.fedgroup.measure").value == "madc"
     assert again.selectbox(key="cmp.opt.flexcfl.measure").value == "edc"
+
+
+# -- the training-page frame (cfl_ui.form.frame) ------------------------------------------------------------------
+TRAINING = [(None, "pg", "Run"), ("pages/compare.py", "cmp", "Run all"), ("pages/ifca_init.py", "ifc", "Run")]
+
+
+def widget_keys(node) -> list[str]:
+    """The keys of every widget under a block, in the order the page shows them (columns included)."""
+    keys = []
+    for child in getattr(node, "children", {}).values():
+        if getattr(child, "children", None) is not None:
+            keys += widget_keys(child)
+        elif getattr(child, "key", None):
+            keys.append(child.key)
+    return keys
+
+
+@pytest.mark.parametrize("page,prefix,label", TRAINING, ids=[p for _, p, _ in TRAINING])
+def test_every_training_page_puts_its_run_controls_first_and_a_copy_with_the_presets_under_its_title(
+        runs, page, prefix, label):
+    at = ok(app(page))
+    side, main = widget_keys(at.sidebar), widget_keys(at.main)
+    # the sidebar: Run at the very top (IFCA initialisation's too), then the preset picker, then the page's sections
+    assert side[0] == f"{prefix}.run_btn" and side.index(f"{prefix}.preset") < min(
+        i for i, k in enumerate(side) if k.startswith(f"{prefix}.") and k not in (
+            f"{prefix}.run_btn", f"{prefix}.step_btn", f"{prefix}.pause_btn", f"{prefix}.stop_btn", f"{prefix}.preset"))
+    # under the title (shown where the sidebar is hidden: cfl_ui.charts.theme): the preset picker and the same buttons
+    copy = [k for k in main if k.startswith(f"{prefix}.main.")]
+    assert copy[0] == f"{prefix}.main.preset" and copy[1] == f"{prefix}.main.run_btn"
+    assert at.button(key=f"{prefix}.main.run_btn").label == label == at.button(key=f"{prefix}.run_btn").label
+    assert main.index(f"{prefix}.main.run_btn") < 3  # right under the header (its only widget: the presenter switch)
+
+
+@pytest.mark.parametrize("page,prefix,label", TRAINING, ids=[p for _, p, _ in TRAINING])
+def test_the_preset_picker_under_the_title_fills_the_page_like_the_sidebars(runs, page, prefix, label):
+    at = ok(app(page))
+    at.selectbox(key=f"{prefix}.main.preset").set_value("Label swaps (concept shift)")
+    ok(at.run())
+    assert at.selectbox(key=f"{prefix}.partition").value == "concept-shift"
+    assert at.selectbox(key=f"{prefix}.preset").value == "Label swaps (concept shift)"  # the sidebar's shows it
+    at.selectbox(key=f"{prefix}.preset").set_value("Label skew")
+    ok(at.run())
+    assert at.selectbox(key=f"{prefix}.main.preset").value == "Label skew"  # and the copy follows the sidebar's
+    assert at.selectbox(key=f"{prefix}.partition").value == "label-skew-1"
+
+
+def test_presenter_mode_shows_the_run_controls_under_the_title_at_every_width():
+    from cfl_ui.charts.theme import CSS, PRESENT_CSS, RUNBAR_MAIN
+
+    # hidden by default (the sidebar has them), shown in narrow windows, and always in presenter mode
+    assert f".st-key-{RUNBAR_MAIN} {{display: none;}}" in CSS
+    assert f".st-key-{RUNBAR_MAIN} {{display: flex !important;}}" in PRESENT_CSS

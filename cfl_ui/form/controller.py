@@ -226,12 +226,13 @@ class JobController:
             top, low = cols[:2] if self.with_step else cols[:1], cols[-2:]
         else:
             top = where.columns(2) if self.with_step else [where]
-            low = where.columns(2)
+            low = None  # made after the first row: a block is shown where it is made
         top[0].button(b.label, key=f"{k}.run_btn", type="primary", icon=":material/play_arrow:",
                       on_click=self.run, width="stretch", disabled=not b.run, help=self.run_help)
         if self.with_step:
             top[1].button("Step", key=f"{k}.step_btn", icon=":material/skip_next:", on_click=self.step,
                           disabled=not b.step, help="Run one round, then pause.", width="stretch")
+        low = low or where.columns(2)
         low[0].button("Pause", key=f"{k}.pause_btn", icon=":material/pause:", on_click=self.pause,
                       disabled=not b.pause, help="Pause after the round in progress.", width="stretch")
         low[1].button("Stop", key=f"{k}.stop_btn", icon=":material/stop:", on_click=self.stop,

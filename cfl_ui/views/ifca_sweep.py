@@ -140,11 +140,14 @@ class IfcaSweep:
         resumes = state in ("stopped", INTERRUPTED, "failed") and left
         label = f"Resume ({left} left)" if resumes else "Run"
         blocked = bool(self.verdict.blocked) or self.executor_error is not None
-        cols = where.columns([2.6, 1])
+        # the sidebar's 300 px: Run (or "Resume (12 left)") and Stop each on a row of its own (side by side, Stop was
+        # cut to "S"); a copy in the main area has the width for one row
+        cols = where.columns([2.6, 1]) if copy else [where, None]
         cols[0].button(label, key=f"{k}.run_btn", type="primary", icon=":material/play_arrow:",
                        on_click=self.run, width="stretch", disabled=blocked or state in ("running", "finished"),
                        help="Run the sweep in the background; runs already in its folder are not run again.")
-        cols[1].button("Stop", key=f"{k}.stop_btn", icon=":material/stop:", on_click=self.stop,
+        stop_at = cols[1] or where
+        stop_at.button("Stop", key=f"{k}.stop_btn", icon=":material/stop:", on_click=self.stop,
                        width="stretch", disabled=not (self.job is not None and self.job.active),
                        help="Stop: the finished runs stay saved, and Resume runs the rest.")
         if copy:  # the notes stay in the sidebar, once
