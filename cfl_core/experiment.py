@@ -43,7 +43,8 @@ from .engine.seeding import numpy_rng
 from .engine.training import TrainConfig
 from .partition import build_partition
 from .records import (CHECKPOINT_FILE, DIVERGED, FAILED, FINISHED, ROUNDS_FILE, STOPPED, SUMMARY_FILE, RoundRecord,
-                      RunFolderError, RunWriter, clear_run_files, holds_run, load_run, read_rounds, summarize)
+                      RunFolderError, RunWriter, clear_run_files, holds_run, summarize)
+from .run_reader import load_run, read_rounds
 from .scores import adjusted_rand, normalized_mutual_info
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cfl_core.protocols import PROTOCOL_TEXT, PROTOCOLS, reported_accuracy, reported_extras  # noqa: E402
-from cfl_core.records import load_run, walk_run_folders  # noqa: E402
+from cfl_core.run_reader import load_run, walk_run_folders  # noqa: E402
 from cfl_core.sweep.tables import mean_std  # noqa: E402
 
 

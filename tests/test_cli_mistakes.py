@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cfl_core.cli import main
-from cfl_core.records import load_run
+from cfl_core.run_reader import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--clusters", "2", "--clients-per-cluster", "2", "--samples-per-client", "30", "--local-epochs", "1",

@@ -10,7 +10,7 @@ from cfl_core.cli import main
 from cfl_core.config import ExperimentConfig
 from cfl_core.errors import Diverged
 from cfl_core.experiment import Experiment
-from cfl_core.records import load_run
+from cfl_core.run_reader import load_run
 
 SMALL = dict(dataset="digits", partition="feature-skew", clusters=2, clients_per_cluster=3, samples_per_client=30,
              local_epochs=1, device="cpu", rounds=4)

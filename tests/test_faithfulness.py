@@ -280,7 +280,7 @@ def test_profiles_set_each_papers_training_and_keep_the_clients_and_what_was_giv
 
 def test_cli_profile_is_under_the_flags_given(tmp_path):
     from cfl_core.cli import main
-    from cfl_core.records import load_run
+    from cfl_core.run_reader import load_run
 
     assert main(["run", "--dataset", "digits", "--clusters", "2", "--clients-per-cluster", "2",
                  "--samples-per-client", "20", "--algorithm", "clove", "--models", "2", "--profile", "paper",
@@ -347,7 +347,7 @@ def test_protocol_table_gives_a_row_per_algorithm_and_protocol(tmp_path):
                                                       ["| ifca", "`ifca`"]]
     assert all(r.endswith("| 2 |") for r in rows[2:])
     # IFCA's cluster accuracy of the same runs, matched and by index, from their summaries' figures
-    from cfl_core.records import load_run
+    from cfl_core.run_reader import load_run
     from cfl_core.sweep.tables import mean_std
 
     finals = [load_run(tmp_path / f"seed{seed}" / "ifca").records[-1].extras for seed in (0, 1)]

@@ -18,7 +18,7 @@ from cfl_core.cli import main
 from cfl_core.config import ExperimentConfig
 from cfl_core.errors import ResumeError
 from cfl_core.experiment import Experiment
-from cfl_core.records import load_run
+from cfl_core.run_reader import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(dataset="digits", partition="feature-skew", clusters=3, clients_per_cluster=4, samples_per_client=30,

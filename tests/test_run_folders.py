@@ -11,7 +11,8 @@ import pytest
 from cfl_core.config import ExperimentConfig
 from cfl_core.errors import ConfigError
 from cfl_core.experiment import Experiment
-from cfl_core.records import RunFolderError, load_run, read_rounds, walk_run_folders
+from cfl_core.records import RunFolderError
+from cfl_core.run_reader import load_run, read_rounds, walk_run_folders
 
 SMALL = dict(partition="feature-skew", clusters=2, clients_per_cluster=2, samples_per_client=30, local_epochs=1,
              models=2, device="cpu")

@@ -1,4 +1,4 @@
-"""The one walk over a runs folder (records.walk_run_folders) and the JSON writer the core and the dashboard share."""
+"""The one walk over a runs folder (run_reader.walk_run_folders) and the JSON writer the core and the dashboard share."""
 import json
 import math
 import os
@@ -7,7 +7,8 @@ import time
 import pytest
 
 from cfl_core.jsonio import read_json, write_json_atomic
-from cfl_core.records import RunWriter, list_runs, walk_run_folders
+from cfl_core.records import RunWriter
+from cfl_core.run_reader import list_runs, walk_run_folders
 
 
 def _run(folder, *extra):

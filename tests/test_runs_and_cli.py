@@ -10,7 +10,7 @@ from cfl_core.cli import main
 from cfl_core.config import ExperimentConfig
 from cfl_core.errors import ConfigError
 from cfl_core.experiment import Experiment
-from cfl_core.records import load_run, list_runs
+from cfl_core.run_reader import load_run, list_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(partition="feature-skew", clusters=2, clients_per_cluster=3, samples_per_client=30, models=2)

@@ -12,7 +12,7 @@ import pytest
 
 from cfl_core.data import load_dataset
 from cfl_core.errors import DataUnavailable
-from cfl_core.records import load_run, walk_run_folders
+from cfl_core.run_reader import load_run, walk_run_folders
 from cfl_core.sweep import SweepSpec, run_sweep
 from cfl_core.sweep.executors import executor_from_environment
 from cfl_core.sweep.folder import POINT_FILE, SweepFolder

@@ -33,7 +33,8 @@ import re
 
 from cfl_core import jsonio
 from cfl_core.liveness import is_alive
-from cfl_core.records import CONFIG_FILE, HEARTBEAT_FILE, clean_config, read_json_object, walk_run_folders
+from cfl_core.records import CONFIG_FILE, HEARTBEAT_FILE
+from cfl_core.run_reader import clean_config, read_json_object, walk_run_folders
 
 from .run_refs import UI_FILE, parse_ref, valid_part
 from .snapshots import (DAMAGED, DIVERGED, ELSEWHERE, FAILED, FINISHED, INTERRUPTED, LIVE, PENDING, STOPPED,
@@ -93,8 +94,8 @@ _run_cache: dict = {}  # folder -> (stamp, SavedRun)
 
 
 def load_saved(folder: Path):
-    """cfl_core.records.load_run, cached until the folder's files change."""
-    from cfl_core.records import load_run
+    """cfl_core.run_reader.load_run, cached until the folder's files change."""
+    from cfl_core.run_reader import load_run
 
     folder = Path(folder)
     stamp = _stamp(folder)
@@ -358,7 +359,7 @@ def _summary_row(folder: Path) -> tuple[dict, dict, str]:
 def _walk(root: Path):
     """(relative parts, folder, "job" | "run") for every dashboard job and CLI run folder under root.
 
-    The core's walk (cfl_core.records.walk_run_folders): at most MAX_DEPTH levels down, skipping
+    The core's walk (cfl_core.run_reader.walk_run_folders): at most MAX_DEPTH levels down, skipping
     hidden folders and names a reference cannot carry, never descending into a job or run folder
     (nor following a symlink). A folder with ui.json is a job even when it also holds config.json."""
     kinds = {UI_FILE: "job", CONFIG_FILE: "run"}
