@@ -36,6 +36,8 @@ cases are one axis each; the first varies slowest). Each point's config is check
 anything runs. Points with the same full config are one point. Its key
 is a hash of the point's canonical config (every field, and every option of its algorithm and
 shift with defaults filled in), so the same run has the same key in any sweep.
+
+Reading and checking a spec's data is cfl_core.sweep.spec_parse; this module expands it into points.
 """
 from __future__ import annotations
 
@@ -51,14 +53,11 @@ from typing import Any
 from ..compare import with_default_models
 from ..config import ExperimentConfig
 from ..errors import ConfigError
-from ..settings import parse, settings_of
+from ..settings import settings_of
+from .spec_parse import OPTION_PREFIXES, PLACEHOLDER, PROFILE, SPEC_KEYS, parse_spec, typed_given
 
-PROFILE = "profile"  # base/grid/zip/cases: the paper's or the authors' code's settings (as the CLI's --profile)
-SPEC_KEYS = ("name", "description", "base", "grid", "zip", "cases", "options", "folder")
-OPTION_PREFIXES = ("options.", "shift_options.")
 KEY_LENGTH = 16
 DEFAULT_MAX_POINTS = 1000
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.]*)\}")
 _PART_BAD = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 
@@ -144,11 +143,11 @@ class SweepSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> "SweepSpec":
-        return _parse_spec(data)
+        return cls(**parse_spec(data))
 
     @classmethod
     def from_file(cls, path: str | Path) -> "SweepSpec":
-        return _parse_spec(read_spec_file(path))
+        return cls(**parse_spec(read_spec_file(path)))
 
     @property
     def combinations(self) -> int:
@@ -205,9 +204,9 @@ class SweepSpec:
         shift_options = dict(merged.get("shift_options", {}))
         shift_options.update({k[len("shift_options."):]: v for k, v in values.items()
                               if k.startswith("shift_options.") and k[len("shift_options."):] in shift_known})
-        merged["options"] = _typed_given(algo_cls.parse_options(options), options)
+        merged["options"] = typed_given(algo_cls.parse_options(options), options)
         if shift_cls is not None:
-            merged["shift_options"] = _typed_given(shift_cls.parse(shift_options), shift_options)
+            merged["shift_options"] = typed_given(shift_cls.parse(shift_options), shift_options)
         profile = merged.pop(PROFILE, None)
         config = ExperimentConfig.from_dict(merged)
         if profile is not None:
@@ -219,11 +218,6 @@ class SweepSpec:
         config = with_default_models(config)
         config.validate()
         return config
-
-
-def _typed_given(parsed, given: dict) -> dict:
-    """The given option names with their typed values (defaults stay implicit, as the CLI writes them)."""
-    return {k: getattr(parsed, k) for k in given}
 
 
 def _applied(values: dict[str, Any], config: ExperimentConfig | None) -> dict[str, Any]:
@@ -297,20 +291,7 @@ def folder_name(template: str | None, point: Point) -> str:
             return value_text(fields[head].get(tail))
         return value_text(fields[name])
 
-    return "/".join(_part(fill_part) for fill_part in (_PLACEHOLDER.sub(fill, p) for p in template.split("/")))
-
-
-def _check_template(template) -> None:
-    if not isinstance(template, str) or not template.strip("/"):
-        raise ConfigError("folder", template, "a text such as \"{partition}/seed{seed}/{algorithm}\"")
-    declared = settings_of(ExperimentConfig)
-    for name in _PLACEHOLDER.findall(template):
-        head = name.split(".")[0]
-        if name != "key" and (head not in declared or ("." in name and head not in ("options", "shift_options"))):
-            raise ConfigError("folder", template, f"placeholders among {{key}}, the config fields "
-                                                  f"({', '.join(declared)}) and {{options.NAME}}")
-    if any(part in ("", ".", "..") for part in template.split("/")):
-        raise ConfigError("folder", template, "a relative path without empty, '.' or '..' parts")
+    return "/".join(_part(fill_part) for fill_part in (PLACEHOLDER.sub(fill, p) for p in template.split("/")))
 
 
 def _check_unique_folders(template, points: list[Point]) -> None:
@@ -325,184 +306,3 @@ def _check_unique_folders(template, points: list[Point]) -> None:
     nested = [f for f in taken if any(f.startswith(g + "/") for g in taken)]
     if nested:
         raise ConfigError("folder", template, f"run folders that do not hold each other ({nested[0]!r})")
-
-
-# -- parsing --------------------------------------------------------------------------------------------------
-def _typed(name: str, value, where: str):
-    """A config field's value through its declared setting (type and allowed values); error names `where`.
-    `profile` is the one name that is not a field: a profile (cfl_core.profiles), or null for none."""
-    if name == PROFILE:
-        from ..profiles import check_profile
-
-        return None if value is None else check_profile(value, where)
-    declared = settings_of(ExperimentConfig)
-    if name not in declared:
-        raise ConfigError(where, value, "a field of the experiment config (" + ", ".join(declared) + ")")
-    s = declared[name]
-    out = s.coerce(value, name=where)
-    s.check(out, name=where)
-    return out
-
-
-def _option_setting(name: str, where: str, algorithms: set[str], shifts: set[str]):
-    """The declared setting of a swept `options.NAME` / `shift_options.NAME` (by an algorithm or shift of the sweep)."""
-    from ..algorithms import ALGORITHMS
-    from ..dynamics import SHIFTS
-
-    head, _, option = name.partition(".")
-    owners = ([(a, ALGORITHMS[a].Options) for a in sorted(algorithms)] if head == "options" else
-              [(s, SHIFTS[s].Options) for s in sorted(shifts) if SHIFTS.get(s) is not None])
-    for _, options_cls in owners:
-        if option in settings_of(options_cls):
-            return settings_of(options_cls)[option]
-    names = sorted({o for _, cls in owners for o in settings_of(cls)})
-    whose = "the sweep's algorithms" if head == "options" else "the sweep's shifts"
-    raise ConfigError(where, name, f"an option of {whose} ({', '.join(names) or 'none'})")
-
-
-def _list(value, where: str) -> list:
-    if not isinstance(value, list) or not value:
-        raise ConfigError(where, value, "a non-empty list of values")
-    return value
-
-
-def _parse_spec(data: dict) -> SweepSpec:
-    from ..algorithms import ALGORITHMS
-
-    if not isinstance(data, dict):
-        raise ConfigError("spec", data, "an object with keys among " + ", ".join(SPEC_KEYS))
-    for key in data:
-        if key not in SPEC_KEYS:
-            raise ConfigError(key, data[key], "a key of a sweep spec (" + ", ".join(SPEC_KEYS) + ")")
-    spec_name = data.get("name") or "sweep"
-    if not isinstance(spec_name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,80}", spec_name):
-        raise ConfigError("name", spec_name, "letters, digits, '-', '_' and '.' (a folder name)")
-    description = data.get("description") or ""
-    if not isinstance(description, str):
-        raise ConfigError("description", description, "a text")
-
-    raw_base = data.get("base") or {}
-    if not isinstance(raw_base, dict):
-        raise ConfigError("base", raw_base, "an object of experiment config fields")
-    base = {k: _typed(k, v, f"base.{k}") for k, v in raw_base.items()}
-
-    # the raw axes first (values typed below, once the sweep's algorithms are known)
-    raw_axes: list[tuple[str, list[dict]]] = []  # (where, [partial configs with untyped values])
-    grid = data.get("grid") or {}
-    for section in [k for k in data if k in ("grid", "zip", "cases")]:  # the axes in the spec's order
-        raw_axes.extend(_raw_axes(section, data[section]))
-    if not raw_axes:
-        raise ConfigError("grid", grid or None, "at least one swept field (in grid, zip or cases)")
-
-    # each name swept by one axis only
-    owner: dict[str, str] = {}
-    for where, axis in raw_axes:
-        for name in dict.fromkeys(k for part in axis for k in part):
-            if name in owner and owner[name] != where:
-                raise ConfigError(f"{where}.{name}" if where == "cases" else where, name,
-                                  f"a field swept in one place only ({name} is also in {owner[name]})")
-            owner[name] = where
-
-    # the sweep's algorithms and shifts, for the option names
-    def typed_or_default(name, value, where):
-        return _typed(name, value, where) if name in settings_of(ExperimentConfig) else value
-
-    def always_swept(name):  # then the base value (or the default) is used by no point
-        return any(all(name in part for part in axis) for _, axis in raw_axes)
-
-    algorithms = set() if always_swept("algorithm") else {base.get("algorithm", ExperimentConfig.algorithm)}
-    shifts = set() if always_swept("shift") else {base.get("shift", ExperimentConfig.shift)}
-    for where, axis in raw_axes:
-        for i, part in enumerate(axis):
-            if "algorithm" in part:
-                algorithms.add(typed_or_default("algorithm", part["algorithm"], _where(where, "algorithm", i)))
-            if "shift" in part:
-                shifts.add(typed_or_default("shift", part["shift"], _where(where, "shift", i)))
-
-    # typed axes
-    axes: list[list[dict]] = []
-    for where, axis in raw_axes:
-        typed_axis = []
-        for i, part in enumerate(axis):
-            typed_part = {}
-            for name, value in part.items():
-                at = _where(where, name, i)
-                if name.startswith(OPTION_PREFIXES):
-                    s = _option_setting(name, at, algorithms, shifts)
-                    typed_part[name] = s.coerce(value, name=at)
-                    s.check(typed_part[name], name=at)
-                else:
-                    typed_part[name] = _typed(name, value, at)
-            typed_axis.append(typed_part)
-        if where.startswith("grid."):
-            seen = [json.dumps(p, sort_keys=True, default=str) for p in typed_axis]
-            if len(set(seen)) != len(seen):
-                raise ConfigError(where, [next(iter(p.values())) for p in typed_axis], "a list without repeats")
-        axes.append(typed_axis)
-
-    # base options: each must reach at least one of the sweep's algorithms
-    for option in base.get("options", {}):
-        if not any(option in settings_of(ALGORITHMS[a].Options) for a in algorithms):
-            names = sorted({o for a in algorithms for o in settings_of(ALGORITHMS[a].Options)})
-            raise ConfigError(f"base.options.{option}", base["options"][option],
-                              f"an option of the sweep's algorithms ({', '.join(names) or 'none'})")
-
-    # per-algorithm options, through each algorithm's declared Options
-    per_algo = data.get("options") or {}
-    if not isinstance(per_algo, dict):
-        raise ConfigError("options", per_algo, "an object of algorithm: {option: value}")
-    options = {}
-    for algo, raw in per_algo.items():
-        if algo not in ALGORITHMS:
-            raise ConfigError(f"options.{algo}", raw, "options keyed by an algorithm (" + ", ".join(ALGORITHMS) + ")")
-        parsed = parse(ALGORITHMS[algo].Options, raw, prefix=f"options.{algo}.",
-                       what="an option of this algorithm", owner=algo)
-        options[algo] = _typed_given(parsed, raw or {})
-
-    template = data.get("folder")
-    if template is not None:
-        _check_template(template)
-    swept = list(dict.fromkeys(k for axis in axes for part in axis for k in part))
-    return SweepSpec(raw=data, name=spec_name, description=description, base=base, axes=axes, swept=swept,
-                     options=options, folder=template)
-
-
-def _where(axis: str, name: str, i: int) -> str:
-    if axis.startswith("grid."):
-        return f"{axis}[{i}]"
-    if axis == "cases":
-        return f"cases[{i}].{name}"
-    return f"{axis}.{name}[{i}]"
-
-
-def _raw_axes(section: str, value) -> list[tuple[str, list[dict]]]:
-    """The axes of one of grid, zip and cases: (where, the partial configs it takes in turn) each."""
-    out = []
-    if section == "grid":
-        if not isinstance(value, dict):
-            raise ConfigError("grid", value, "an object of field: [values]")
-        for name, values in value.items():
-            values = _list(values, f"grid.{name}")
-            out.append((f"grid.{name}", [{name: v} for v in values]))
-    elif section == "zip":
-        if not isinstance(value, list):
-            raise ConfigError("zip", value, "a list of groups, each an object of field: [values] of one length")
-        for g, group in enumerate(value):
-            if not isinstance(group, dict) or not group:
-                raise ConfigError(f"zip[{g}]", group, "an object of field: [values], all lists of one length")
-            lists = {name: _list(values, f"zip[{g}].{name}") for name, values in group.items()}
-            first = next(iter(lists))
-            for name, values in lists.items():
-                if len(values) != len(lists[first]):
-                    raise ConfigError(f"zip[{g}].{name}", values,
-                                      f"a list of {len(lists[first])} values, as long as zip[{g}].{first}")
-            out.append((f"zip[{g}]", [{n: lists[n][i] for n in lists} for i in range(len(lists[first]))]))
-    else:
-        if not isinstance(value, list):
-            raise ConfigError("cases", value, "a list of objects of config fields")
-        for c, case in enumerate(value):
-            if not isinstance(case, dict) or not case:
-                raise ConfigError(f"cases[{c}]", case, "a non-empty object of config fields")
-        if value:
-            out.append(("cases", [dict(case) for case in value]))
-    return out
