@@ -25,10 +25,11 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 # interpreter lock while the browser was fetching the page's scripts from the same server
 PRELOAD = ("cfl_core.algorithms", "cfl_core.experiment", "cfl_core.compare", "cfl_ui.charts.figures",
            "cfl_ui.views.live_view", "cfl_ui.charts.theme", "cfl_ui.form.controls", "cfl_ui.form.job_specs",
-           "cfl_ui.form.session", "cfl_ui.form.url_sync", "cfl_ui.form.controller", "cfl_ui.charts.literal",
-           "cfl_ui.form.panel", "cfl_ui.jobs.run_refs", "cfl_ui.views.playground_view", "cfl_ui.form.preset_picker",
-           "cfl_ui.jobs.snapshots", "cfl_ui.views.partition_charts", "cfl_ui.charts.partition_facts",
-           "cfl_ui.jobs.estimate", "PIL.Image", "sklearn.datasets", "streamlit.material_icon_names")
+           "cfl_ui.form.session", "cfl_ui.form.url_sync", "cfl_ui.form.controller", "cfl_ui.form.frame",
+           "cfl_ui.form.page_choices", "cfl_ui.charts.literal", "cfl_ui.form.panel", "cfl_ui.jobs.run_refs",
+           "cfl_ui.views.playground_view", "cfl_ui.form.preset_picker", "cfl_ui.jobs.snapshots",
+           "cfl_ui.views.partition_charts", "cfl_ui.charts.partition_facts", "cfl_ui.jobs.estimate", "PIL.Image",
+           "sklearn.datasets", "streamlit.material_icon_names")
 
 
 def preload() -> float:

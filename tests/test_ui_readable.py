@@ -371,7 +371,7 @@ def test_a_run_and_its_client_drilldown_read_well_in_the_browser(tmp_path):
 
 LAYOUT_DRIVER = """
 import json, os, time
-from cfl_ui import umap_process as U
+from cfl_ui.jobs import umap_process as U
 pid = U._submit(os.getpid).result(timeout=240)  # starts the layout process, as a server's first layout does
 print(json.dumps(pid), flush=True)
 time.sleep(600)
