@@ -536,3 +536,14 @@ def test_presenter_mode_shows_the_run_controls_under_the_title_at_every_width():
     # hidden by default (the sidebar has them), shown in narrow windows, and always in presenter mode
     assert f".st-key-{RUNBAR_MAIN} {{display: none;}}" in CSS
     assert f".st-key-{RUNBAR_MAIN} {{display: flex !important;}}" in PRESENT_CSS
+
+
+@pytest.mark.parametrize("page,prefix", [(None, "pg"), ("pages/ifca_init.py", "ifc")], ids=["pg", "ifc"])
+def test_cuda_without_a_gpu_is_refused_by_the_cores_one_device_check(runs, monkeypatch, page, prefix):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    at = ok(app(page, {"device": "cuda"}))
+    assert at.button(key=f"{prefix}.run_btn").disabled and at.button(key=f"{prefix}.main.run_btn").disabled
+    # the core's message (cfl_core.engine.federation.resolve_device), not a second wording of the dashboard's
+    assert "device='cuda' is not allowed: auto or cpu: no CUDA device is visible to PyTorch here" in errors(at)
