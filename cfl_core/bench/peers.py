@@ -237,7 +237,8 @@ def _measure_size(opts: PeerOptions, algorithm: str, clients: int, rows: list[Pe
             r.models = models
             if whys.get(framework):
                 r.note = "; ".join(filter(None, [whys[framework], r.note]))
-        timed = [r for r in tried if r.seconds is not None]
+        timed = [r for r in tried if r.seconds is not None and r.status == "ok"] or \
+            [r for r in tried if r.seconds is not None]  # a setup with a failed repetition only when all have one
         best = min(timed, key=lambda r: r.seconds) if timed else (tried[0] if tried else None)
         for r in tried:
             r.best = r is best

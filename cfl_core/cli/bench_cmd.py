@@ -262,6 +262,8 @@ def _run_peers(args) -> int:
     command = _command(args)
 
     def save(report) -> None:
+        if not any(r.seconds is not None for r in report.rows):
+            return  # nothing measured (a busy machine from the start): an earlier table stays as it was
         if args.out:
             write_markdown(report, command, args.out)
         if args.json:
@@ -277,9 +279,10 @@ def _run_peers(args) -> int:
     except (PeerEnvironmentMissing, PeerTableProtected) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    measured = any(r.seconds is not None for r in report.rows)
     for path in (args.out, args.json):
         if path:
-            print(f"written to {path}", file=sys.stderr)
+            print(f"written to {path}" if measured else f"nothing measured: {path} left as it was", file=sys.stderr)
     if report.facts.get("refused"):
         print(f"refused: {report.facts['refused']}", file=sys.stderr)
         return 3
