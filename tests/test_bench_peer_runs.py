@@ -83,7 +83,7 @@ def test_the_frameworks_alternate_and_each_repetitions_ratio_is_kept_with_the_me
     assert [round(v, 6) for v in each] == [20.0, 30.0, 25.0]  # each peer repetition over the CFL Lab one beside it
     by_step, _ = peer_report.ratios(report.rows, best)
     assert by_step == pytest.approx(25.0)  # the median of those, not the ratio of the medians (24.0)
-    assert best.rounds == "x 3 reps" or best.rounds.endswith("x 3 reps")
+    assert best.rounds == "0 timed x 3 reps"  # the fakes say no round counts
     text = peer_report.markdown(report, "cmd")
     assert "**25.0x** pfl 2 processes x 1 thread (20.0x, 30.0x, 25.0x)" in text
     assert "| fedavg | 8 | 0.0100 s | 0.0050 s | 0.240 s | 0.380 s |" in text  # the quoted table's cells
@@ -291,3 +291,37 @@ def test_pfl_under_torchrun_splits_threads_and_clients_and_stops_every_process_t
     steady, total = (int(v) for v in row.rounds.split(" of "))
     assert steady >= 3 and total < 30  # stopped by the budget after the minimum, both processes at one round
     assert not math.isnan(row.seconds) and row.accuracy_curve
+
+
+def test_repetitions_combine_into_one_row_with_medians_and_the_rounds_each_took():
+    reps = [peers.PeerRow("CFL Lab", "Experiment.step()", "fedavg", 100, 1, s, rounds=f"{n} of {n + 1}",
+                          train_seconds=s / 2, other_cpus=load, setup={"wall_seconds": 10.0})
+            for s, n, load in ((0.010, 100, 0.01), (0.014, 79, 0.05), (0.012, 100, 0.02))]
+    row = peers.combine(reps)
+    assert row.seconds == 0.012 and row.train_seconds == 0.006 and row.repetitions == [0.010, 0.014, 0.012]
+    assert row.rounds == "79-100 timed x 3 reps"  # counted as numbers, not as text
+    assert row.other_cpus == 0.05 and row.rep_other_cpus == [0.01, 0.05, 0.02] and "30 s in all" in row.note
+    assert reps[0].repetitions == []  # the repetitions themselves are left as they were
+
+
+def test_a_saved_run_from_before_the_gate_renders_as_not_quoted_and_never_over_a_quoted_table(tmp_path, capsys):
+    rows = [peers.PeerRow("CFL Lab", "Experiment.step()", "fedavg", 100, 1, 0.0078, other_cpus=0.0),
+            peers.PeerRow("pfl", "2 processes x 1 thread", "fedavg", 100, 1, 0.333, other_cpus=0.13)]
+    facts = {"cpu": "x", "cpu_count": 2, "python": "3", "load_before": "1", "load_after": "1", "other_cpus": 0.1}
+    old = peers.PeerReport(facts, peers.PeerOptions(), rows)  # no busy_above: taken before issue 37's gate
+    assert not peer_report.is_quoted_report(old)
+    saved = tmp_path / "old.json"
+    peer_report.write_json(old, saved)
+    quoted = tmp_path / "PEERS.md"
+    quoted.write_text("# table\n" + peer_report.NOTES_MARKER + "\nnotes\n")
+    assert main(["bench", "--peers-from", str(saved), "--out", str(quoted)]) == 2
+    assert "holds a quoted table" in capsys.readouterr().err and quoted.read_text().startswith("# table")
+    fresh = tmp_path / "old.md"
+    assert main(["bench", "--peers-from", str(saved), "--out", str(fresh)]) == 0
+    text = fresh.read_text()
+    assert peer_report.NOT_QUOTED in text and "Taken before the quiet-machine gate" in text
+    # the same rows from a gated run are quoted, unless a repetition was above the mark
+    gated = peers.PeerReport({**facts, "busy_above": 0.2}, peers.PeerOptions(), rows)
+    assert peer_report.is_quoted_report(gated)
+    rows[1].rep_other_cpus = [0.13, 0.31]
+    assert not peer_report.is_quoted_report(gated)

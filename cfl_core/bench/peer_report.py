@@ -20,8 +20,8 @@ from .peer_workload import CLASSES, FEATURES, HIDDEN, PeerReport, PeerRow, optio
 
 # -- the report --------------------------------------------------------------------------------------------
 NOTES_MARKER = "<!-- notes: everything below this line is kept when the benchmark rewrites this file -->"
-NOT_QUOTED = "<!-- peer-table: not quoted (measured with --allow-busy on a busy machine) -->"
-QUOTED = "<!-- peer-table: quoted (every row measured on a quiet machine) -->"
+NOT_QUOTED = "<!-- peer-table: not quoted (a busy machine, --allow-busy, or a run from before the quiet-machine gate) -->"
+QUOTED = "<!-- peer-table: quoted (every repetition measured on a quiet machine, none under a profiler) -->"
 
 
 class PeerTableProtected(RuntimeError):
@@ -88,7 +88,8 @@ COLUMNS = ("algorithm", "clients M", "framework", "setup", "s / round", "trainin
            "rounds", "start-up s", "other load", "status / notes")
 
 
-def table_rows(rows: list[PeerRow]) -> list[list[str]]:
+def table_rows(rows: list[PeerRow], after: int | None = None) -> list[list[str]]:
+    """The detailed table's cells; accuracy after `after` rounds where a row kept its accuracy per round."""
     out = []
     for r in rows:
         if r.profiled:
@@ -109,15 +110,16 @@ def table_rows(rows: list[PeerRow]) -> list[list[str]]:
             notes.append("BUSY machine: not quoted")
         if r.note:
             notes.append(r.note)
-        acc = "-" if r.accuracy is None else f"{r.accuracy:.3f} ({r.accuracy_after})"
+        accuracy, done = r.accuracy_at(after) if after else (r.accuracy, r.accuracy_after)
+        acc = "-" if accuracy is None else f"{accuracy:.3f} ({done})"
         out.append([r.algorithm, str(r.clients), framework, r.variant, _s(r.seconds), _s(r.train_seconds),
                     _s(r.eval_seconds), _x(by_step), each or "-", _x(by_engine), acc, r.rounds or "-",
                     "-" if r.startup_seconds is None else f"{r.startup_seconds:.1f}", _loads(r), "; ".join(notes)])
     return out
 
 
-def text_table(rows: list[PeerRow]) -> str:
-    body = [list(COLUMNS[:-1])] + [cells[:-1] for cells in table_rows(rows)]
+def text_table(rows: list[PeerRow], after: int | None = None) -> str:
+    body = [list(COLUMNS[:-1])] + [cells[:-1] for cells in table_rows(rows, after)]
     widths = [max(len(row[i]) for row in body) for i in range(len(body[0]))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in body)
 
@@ -185,20 +187,33 @@ def learning_check(rows: list[PeerRow], points: float = 3.0, after: int | None =
     return lines
 
 
+def _timed_loads(report: PeerReport) -> list[float]:
+    return [v for r in report.rows if not r.profiled for v in (r.rep_other_cpus or [r.other_cpus]) if v is not None]
+
+
 def is_quoted_report(report: PeerReport) -> bool:
-    return not report.facts.get("allow_busy") and not any(r.busy for r in report.rows)
+    """A run through the quiet-machine gate (its facts carry `busy_above`), without --allow-busy, with no
+    repetition above the mark. A saved run from before the gate (issue 37) is never quoted."""
+    f = report.facts
+    if f.get("allow_busy") or "busy_above" not in f or any(r.busy for r in report.rows):
+        return False
+    return max(_timed_loads(report), default=0.0) <= f["busy_above"]
 
 
 def _standing(report: PeerReport) -> list[str]:
     f, o = report.facts, report.options
-    loads = [v for r in report.rows if not r.profiled for v in (r.rep_other_cpus or [r.other_cpus]) if v is not None]
+    loads = _timed_loads(report)
     out = [QUOTED if is_quoted_report(report) else NOT_QUOTED, ""]
     if f.get("partial"):
         out += ["**Partial:** written after each size; the run had not finished all its rows when this was written.",
                 ""]
     if f.get("refused"):
         out += [f"**Refused part way:** {f['refused']}. Rerun when the machine is quiet.", ""]
-    if not is_quoted_report(report):
+    if "busy_above" not in f:
+        out.append("**Taken before the quiet-machine gate and the alternating repetitions (issue 37): not quoted.** "
+                   f"Other processes kept up to {max(loads, default=0):.2f} CPUs busy in a row, and the peers' rows "
+                   "may have run under the profiler of `--peer-profile`.")
+    elif not is_quoted_report(report):
         out.append(f"**Measured on a busy machine (`--allow-busy`): not quoted.** Rows marked BUSY had other "
                    f"processes keep more than {o.busy_above:g} CPUs busy in a repetition (up to "
                    f"{max(loads, default=0):.2f}); no ratio here may be quoted.")
@@ -269,8 +284,8 @@ def markdown(report: PeerReport, command: str) -> str:
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "|".join("---" for _ in COLUMNS) + "|",
     ]
-    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(report.rows)]
     check_after = getattr(o, "check_rounds", None)
+    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(report.rows, check_after)]
     lines += ["", "Learning check (test accuracy after the same rounds, same data and initial model):", ""]
     lines += [f"- {line}" for line in learning_check(report.rows, after=check_after)] or [
         "- (no two frameworks finished a row)"]
@@ -301,8 +316,9 @@ def holds_quoted_table(path: str | Path) -> bool:
 def write_markdown(report: PeerReport, command: str, path: str | Path) -> None:
     path = Path(path)
     if not is_quoted_report(report) and holds_quoted_table(path):
-        raise PeerTableProtected(f"{path} holds a quoted table; a run with --allow-busy (or with BUSY rows) is "
-                                 "never written over it: pass another --out")
+        raise PeerTableProtected(f"{path} holds a quoted table; a report that may not be quoted (--allow-busy, BUSY "
+                                 "rows, or a run from before the quiet-machine gate) is never written over it: "
+                                 "pass another --out")
     notes = ""
     if path.exists():
         old = path.read_text()
@@ -323,8 +339,9 @@ def json_holds_quoted(path: str | Path) -> bool:
 
 def write_json(report: PeerReport, path: str | Path) -> None:
     if not is_quoted_report(report) and json_holds_quoted(path):
-        raise PeerTableProtected(f"{path} holds a quoted run; a run with --allow-busy (or with BUSY rows) is never "
-                                 "written over it: pass another --json")
+        raise PeerTableProtected(f"{path} holds a quoted run; a report that may not be quoted (--allow-busy, BUSY "
+                                 "rows, or a run from before the quiet-machine gate) is never written over it: "
+                                 "pass another --json")
     doc = {"facts": report.facts, "options": asdict(report.options), "seconds": report.seconds,
            "rows": [r.to_json() for r in report.rows]}
     Path(path).write_text(json.dumps(doc, indent=1))

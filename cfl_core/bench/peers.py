@@ -177,9 +177,9 @@ def combine(reps: list[PeerRow]) -> PeerRow:
     row.startup_seconds = median_of(lambda r: r.startup_seconds)
     row.phases = {k: median_of(lambda r, k=k: r.phases.get(k)) for k in row.phases}
     row.other_cpus = _worst(reps)
-    steady = sorted({r.rounds.split(" of ")[0] for r in timed if r.rounds})
-    row.rounds = (f"{'-'.join(steady[:1] + steady[-1:]) if len(steady) > 1 else (steady or ['0'])[0]} "
-                  f"x {len(reps)} rep{'s' if len(reps) != 1 else ''}")
+    steady = sorted({int(r.rounds.split(" of ")[0]) for r in timed if r.rounds})
+    span = f"{steady[0]}-{steady[-1]}" if len(steady) > 1 else str(steady[0] if steady else 0)
+    row.rounds = f"{span} timed x {len(reps)} rep{'s' if len(reps) != 1 else ''}"
     wall = sum(r.setup.get("wall_seconds", 0.0) for r in reps)
     row.note = "; ".join(filter(None, [row.note, f"{wall:.0f} s in all" if wall else ""]))
     return row

@@ -175,7 +175,7 @@ def run(args) -> int:
 
 def _run(args) -> int:
     if args.peers_from:
-        from ..bench.peer_report import report_from_json, write_markdown
+        from ..bench.peer_report import PeerTableProtected, report_from_json, write_markdown
 
         report = report_from_json(args.peers_from)
         if not args.out:
@@ -183,7 +183,11 @@ def _run(args) -> int:
             return 2
         previous = _previous_lines(args.out)
         report.facts.setdefault("written_at", previous.get("Run"))
-        write_markdown(report, report.facts.get("command") or previous.get("Command", "(not recorded)"), args.out)
+        try:
+            write_markdown(report, report.facts.get("command") or previous.get("Command", "(not recorded)"), args.out)
+        except PeerTableProtected as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         print(f"rendered {args.peers_from} into {args.out} (no measurement)", file=sys.stderr)
         return 0
     if args.peers:
@@ -272,7 +276,7 @@ def _run_peers(args) -> int:
     try:
         report = run_peer_benchmark(opts, log=lambda line: print(line, file=sys.stderr, flush=True),
                                     progress=save, command=command)
-        print(text_table(report.rows))
+        print(text_table(report.rows, opts.check_rounds))
         for line in learning_check(report.rows, after=opts.check_rounds):
             print(line)
         save(report)
