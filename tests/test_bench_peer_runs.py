@@ -88,6 +88,9 @@ def test_the_frameworks_alternate_and_each_repetitions_ratio_is_kept_with_the_me
     assert "**25.0x** pfl 2 processes x 1 thread (20.0x, 30.0x, 25.0x)" in text
     assert "| fedavg | 8 | 0.0100 s | 0.0050 s | 0.240 s | 0.380 s |" in text  # the quoted table's cells
     assert peer_report.QUOTED in text and peer_report.NOT_QUOTED not in text
+    line = peer_report.summary_sentence(report)
+    assert "FedAvg at M = 8: **25.0x** pfl 2 processes x 1 thread (20.0-30.0x over 3 repetitions; 0.0100 against " \
+           "0.240 s)" in line and "at most 0.02 CPUs" in line and "NOT QUOTED" not in line
 
 
 def test_a_failed_repetition_stops_that_setup_and_is_said(monkeypatch):

@@ -155,6 +155,33 @@ def summary_table(rows: list[PeerRow]) -> list[str]:
     return lines
 
 
+def summary_sentence(report: PeerReport) -> str:
+    """The run's figures in one sentence, for the README: per algorithm and M, the fastest peer over
+    `Experiment.step()` (median of the repetitions' ratios, their range, the seconds), and the most other load."""
+    parts = []
+    timed = [r for r in report.rows if not r.profiled and r.seconds is not None]
+    for algorithm, clients in dict.fromkeys((r.algorithm, r.clients) for r in timed):
+        at = [r for r in timed if (r.algorithm, r.clients) == (algorithm, clients)]
+        step = reference(at, algorithm, clients, "Experiment.step()")
+        best = min((r for r in at if quotable(r)), key=lambda r: r.seconds, default=None)
+        if best is None or step is None:
+            continue
+        by_step, _ = ratios(report.rows, best)
+        each = [v for v in rep_ratios(report.rows, best) if v is not None]
+        spread = f"{min(each):.1f}-{max(each):.1f}x over {len(each)} repetitions; " if len(each) > 1 else ""
+        what = "FedAvg" if algorithm == "fedavg" else "a CLoVE round"
+        parts.append(f"{what} at M = {clients:,}: **{_x(by_step)}** {best.framework} {best.variant} "
+                     f"({spread}{_s(step.seconds)} against {_s(best.seconds)} s)")
+    if not parts:
+        return "No peer row was measured."
+    loads = _timed_loads(report)
+    standing = ("" if is_quoted_report(report) else " NOT QUOTED (busy machine, --allow-busy, or a run from "
+                                                      "before the quiet-machine gate).")
+    return ("The fastest peer's full round over CFL Lab's `Experiment.step()` (evaluation and record included): "
+            + "; ".join(parts) + f". Other processes kept at most {max(loads, default=0):.2f} CPUs busy in any "
+            "repetition." + standing)
+
+
 def learning_check(rows: list[PeerRow], points: float = 3.0, after: int | None = None) -> list[str]:
     """Per (algorithm, M): the spread of test accuracy across frameworks after the same number of rounds
     (`after` rounds where the rows kept their accuracy per round, else each row's last)."""
@@ -255,6 +282,8 @@ def markdown(report: PeerReport, command: str) -> str:
         "",
         *summary_table(report.rows),
         "",
+        "In one line (for the README): " + summary_sentence(report),
+        "",
         f"Workload (every framework alike): FedAvg, every client every round; {o.samples} training and "
         f"{o.test_samples} test samples of {FEATURES} features (digits 8x8, drawn with replacement through "
         f"`sample_with_replacement`) and {CLASSES} classes per client; MLP {FEATURES}-{HIDDEN}-{CLASSES} (ReLU); "
@@ -310,7 +339,7 @@ def holds_quoted_table(path: str | Path) -> bool:
     if not path.exists():
         return False
     top = path.read_text().split(NOTES_MARKER)[0]
-    return bool(top.strip()) and NOT_QUOTED not in top
+    return bool(top.strip()) and NOT_QUOTED.split(" (")[0] not in top  # the marker's stable part
 
 
 def write_markdown(report: PeerReport, command: str, path: str | Path) -> None:

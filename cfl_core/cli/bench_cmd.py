@@ -236,7 +236,7 @@ def _previous_lines(path: str) -> dict:
 
 def _run_peers(args) -> int:
     from ..bench.peer_report import (PeerTableProtected, holds_quoted_table, json_holds_quoted, learning_check,
-                                     text_table, write_json, write_markdown)
+                                     summary_sentence, text_table, write_json, write_markdown)
     from ..bench.peers import PEER_SCRIPTS, PeerEnvironmentMissing, PeerOptions, run_peer_benchmark
 
     unknown = [p for p in args.peers if p not in PEER_SCRIPTS]
@@ -279,6 +279,7 @@ def _run_peers(args) -> int:
         print(text_table(report.rows, opts.check_rounds))
         for line in learning_check(report.rows, after=opts.check_rounds):
             print(line)
+        print(summary_sentence(report))
         save(report)
     except (PeerEnvironmentMissing, PeerTableProtected) as exc:
         print(f"error: {exc}", file=sys.stderr)
