@@ -97,11 +97,15 @@ def _predicted_too_slow(rows: list[PeerRow], framework: str, algorithm: str, cli
         if grown > 1:
             exponent, basis = grown, f"time growing as M^{grown:.2f}, measured from M={timed[-2].clients}"
     round_s = last.seconds * (clients / last.clients) ** exponent
-    need = round_s * min(opts.rounds, opts.warmup + MIN_STEADY_ROUNDS) + (last.startup_seconds or 0)
+    # the fewest rounds a repetition runs: the budget stops it after MIN_STEADY_ROUNDS, but Flower's FedAvg
+    # (Strategy.start) runs all of them
+    rounds = opts.rounds if (framework, algorithm) == ("flower", "fedavg") else \
+        min(opts.rounds, opts.warmup + MIN_STEADY_ROUNDS)
+    need = round_s * rounds + (last.startup_seconds or 0)
     if need > opts.time_limit:
-        return (f"not run: at M={last.clients} a round took {last.seconds:.2f} s, so "
-                f"{min(opts.rounds, opts.warmup + MIN_STEADY_ROUNDS)} rounds at M={clients} need about "
-                f"{need:.0f} s ({basis}), over the {opts.time_limit:.0f} s limit per repetition")
+        return (f"not run: at M={last.clients} a round took {last.seconds:.2f} s, so {rounds} rounds at "
+                f"M={clients} need about {need:.0f} s ({basis}), over the {opts.time_limit:.0f} s limit per "
+                f"repetition")
     return None
 
 
