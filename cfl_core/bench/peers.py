@@ -314,7 +314,7 @@ def run_peer_benchmark(opts: PeerOptions, log: Callable[[str], None] = print,
                 rows.extend(_measure_size(opts, algorithm, clients, rows, python, workdir, data, log))
             except BusyMachine as exc:
                 facts["refused"] = f"{exc}; no row written from {algorithm} M={clients} on"
-                log(f"refused: {facts['refused']}")
+                log(f"stopped: {facts['refused']}")
                 rows.extend(PeerRow("-", "-", a, m, 0, None, status="not measured: the machine was busy")
                             for a, m in plan[i:])
                 break
