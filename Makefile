@@ -48,8 +48,14 @@ $(PEERS_STAMP): requirements-peers.txt
 	$(PEERS_VENV)/bin/python -m pip install -r requirements-peers.txt
 	touch $(PEERS_STAMP)
 
+# The quoted table (benchmarks/PEERS.md's top): CFL Lab against pfl-research at M = 100 and 1,000 and a CLoVE
+# round at M = 1,000; 5 fresh-process repetitions per framework and setup, alternating; about 25 minutes on a
+# quiet 2-core machine (a repetition stops after 45 s of rounds). On a busy machine it waits up to 5 minutes,
+# then refuses to write further rows and exits 3. Flower (seconds to minutes a round): PEER_FRAMEWORKS=flower,pfl with
+# fewer --rounds, run by hand (benchmarks/PEERS.md's notes).
+PEER_FRAMEWORKS ?= pfl
 bench-peers: $(STAMP) $(PEERS_STAMP)
-	$(PY) -m cfl_core bench --peers flower,pfl --threads 2 --sizes 10,100,1000,10000 --rounds 4 --time-limit 600 \
+	$(PY) -m cfl_core bench --peers $(PEER_FRAMEWORKS) --threads 2 --sizes 100,1000 --repetitions 5 --time-limit 600 \
 		--peer-python $(PEERS_VENV)/bin/python --peer-profile --out benchmarks/PEERS.md --json benchmarks/peers.json
 
 # The README's results tables: one sweep spec each (sweeps/NAME.yaml), run into runs/readme/NAME, then

@@ -106,7 +106,9 @@ from cfl_core.bench import peer_report, peers  # noqa: E402
 from cfl_core.cli import main  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = dict(sizes=(8,), rounds=2, warmup=1, clove_clients=8, threads=1, time_limit=60)
+# tests run beside anything: the busy gate is tested on its own, with a fake machine load (test_bench_peer_runs.py)
+TINY = dict(sizes=(8,), rounds=2, cfl_rounds=2, warmup=1, clove_clients=8, threads=1, time_limit=60,
+            repetitions=2, busy_above=1e9, quiet_sample=0.05)
 
 
 def quiet(*_):
@@ -212,7 +214,8 @@ def test_a_peers_json_output_becomes_a_row():
 FAKE_PEER = textwrap.dedent("""
     import argparse, json, sys, time
     p = argparse.ArgumentParser()
-    for flag in ("--data", "--out", "--algorithm", "--rounds", "--warmup", "--time-limit", "--threads"):
+    for flag in ("--data", "--out", "--algorithm", "--rounds", "--warmup", "--time-limit", "--min-rounds",
+                 "--threads"):
         p.add_argument(flag)
     a = p.parse_args()
     if "--sleep" in open(a.data).read():
@@ -221,6 +224,9 @@ FAKE_PEER = textwrap.dedent("""
               for r in range(int(a.rounds))]
     json.dump({"framework": "pfl", "rounds": rounds, "warmup_rounds": int(a.warmup), "finished": True,
                "other_cpus": 0.0, "versions": {"pfl": "fake"}, "includes": "fake"}, open(a.out, "w"))
+    # as pfl_fedavg.py: which users this (only) worker simulated in each central iteration
+    users = {str(r): {"TRAIN": list(range(8)), "VAL": list(range(8))} for r in range(int(a.rounds))}
+    json.dump({"rank": 0, "world": 1, "iterations": users}, open(a.out + ".users.rank0.json", "w"))
 """)
 
 
@@ -266,11 +272,16 @@ def test_a_size_is_skipped_when_smaller_ones_show_it_cannot_finish():
 
 
 def test_large_rows_run_only_the_setup_that_was_fastest_below():
-    rows = [peers.PeerRow("pfl", "1 process x 2 threads", "fedavg", 100, 1, 3.0),
-            peers.PeerRow("pfl", "2 processes x 1 thread", "fedavg", 100, 1, 1.5)]
+    rows = [peers.PeerRow("pfl", "1 process x 2 threads", "fedavg", 1000, 1, 3.0),
+            peers.PeerRow("pfl", "2 processes x 1 thread", "fedavg", 1000, 1, 1.5)]
     assert peers.setups_to_run(rows, "pfl", 100, ["1x2", "2x1"]) == (["1x2", "2x1"], "")
-    chosen, why = peers.setups_to_run(rows, "pfl", 1000, ["1x2", "2x1"])
-    assert chosen == ["2x1"] and "fastest at M=100" in why and "2.0x slower" in why
+    # FedAvg up to M = 1000 runs every setup: the issue's table has both pfl setups at M = 100 and 1,000
+    assert peers.setups_to_run(rows, "pfl", 1000, ["1x2", "2x1"]) == (["1x2", "2x1"], "")
+    chosen, why = peers.setups_to_run(rows, "pfl", 10000, ["1x2", "2x1"])
+    assert chosen == ["2x1"] and "fastest at M=1000" in why and "2.0x slower" in why
+    # the CLoVE row (after FedAvg at its size) runs the setup fastest in FedAvg at that size
+    chosen, why = peers.setups_to_run(rows, "pfl", 1000, ["1x2", "2x1"], algorithm="clove")
+    assert chosen == ["2x1"] and "fastest at M=1000" in why
 
 
 def test_profile_summary_reads_py_spy_raw_stacks():

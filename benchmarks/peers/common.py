@@ -46,8 +46,12 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--algorithm", default="fedavg", choices=["fedavg", "clove"])
     p.add_argument("--rounds", type=int, default=4, help="rounds in all, warm-up included")
     p.add_argument("--warmup", type=int, default=1, help="rounds excluded from the steady state")
-    p.add_argument("--threads", type=int, default=2, help="torch threads in all (split over workers)")
-    p.add_argument("--time-limit", type=float, default=0, help="stop after the round that passes this many seconds")
+    p.add_argument("--threads", type=int, default=2,
+                   help="torch threads in all, split over the workers (pfl under torchrun: each of N processes "
+                        "takes THREADS / N)")
+    p.add_argument("--time-limit", type=float, default=0,
+                   help="stop after the round that passes this many seconds (once --min-rounds are done)")
+    p.add_argument("--min-rounds", type=int, default=0, help="rounds to run before --time-limit may stop the run")
     return p
 
 
@@ -160,6 +164,7 @@ class RoundClock:
         self.load = None
         self.other_cpus = None
         self.startup_seconds = None
+        self.out_of_time = False  # stopped by --time-limit after --min-rounds: a finished run, with fewer rounds
         self._current: dict | None = None
         self._phase_start: dict[str, float] = {}
 
@@ -170,6 +175,16 @@ class RoundClock:
             # its workers or actors, and the warm-up rounds)
             self.startup_seconds = time.perf_counter() - self.began
         self._current = {"start": time.perf_counter()}
+
+    def time_is_up(self, args) -> bool:
+        """Whether the run should stop after this round: --time-limit passed and --min-rounds done."""
+        up = bool(args.time_limit) and time.perf_counter() - self.began > args.time_limit \
+            and len(self.rounds) >= getattr(args, "min_rounds", 0)
+        self.out_of_time = self.out_of_time or up
+        return up
+
+    def finished(self, args) -> bool:
+        return len(self.rounds) >= args.rounds or self.out_of_time
 
     def phase(self, name: str, start: bool) -> None:
         now = time.perf_counter()

@@ -16,6 +16,8 @@ its model to train (TRAIN), averages per model, and every node evaluates its mod
 
 Threads: `--num-cpus` is Flower's client resource (CPUs per ClientApp actor); the actors'
 torch threads are num_cpus each, so with 2 threads in all: 2 actors x 1 thread or 1 x 2.
+`--time-limit` (after `--min-rounds`) stops the CLoVE loop; Flower's FedAvg `Strategy.start` runs all
+`--rounds` (it has no way to stop early), so pass fewer rounds for large M.
 """
 from __future__ import annotations
 
@@ -188,7 +190,7 @@ def make_server_app(args, clock: common.RoundClock, state: dict):
                 clock.end_round(accuracy=float(np.mean(accs)) if accs else None, evaluated=len(accs),
                                 ari=common.ari(w.clusters[order], model_of))
                 save()
-                if args.time_limit and time.perf_counter() - clock.began > args.time_limit:
+                if clock.time_is_up(args):
                     break
 
     @app.main()
@@ -237,7 +239,7 @@ def main() -> int:
                       "init_args": {"num_cpus": args.threads, "include_dashboard": False}}
     run_simulation(server_app=make_server_app(args, clock, state), client_app=make_client_app(),
                    num_supernodes=w.clients, backend_config=backend_config)
-    state["extra"]["finished"] = len(clock.rounds) >= args.rounds
+    state["extra"]["finished"] = clock.finished(args)
     common.write_result(args.out, "flower", args, w, clock, state["setup"], INCLUDES[args.algorithm],
                         state["extra"], packages=("flwr", "ray"))
     return 0

@@ -3,7 +3,14 @@
     .venv-peers/bin/python benchmarks/peers/pfl_fedavg.py --data W.npz --out R.json \
         [--algorithm fedavg|clove] [--rounds 4] [--warmup 1] [--threads 2]
     # pfl's multi-process simulation on one machine (each process simulates part of the cohort):
-    .venv-peers/bin/torchrun --standalone --nproc_per_node 2 benchmarks/peers/pfl_fedavg.py ... --threads 1
+    .venv-peers/bin/torchrun --standalone --nproc_per_node 2 benchmarks/peers/pfl_fedavg.py ... --threads 2
+
+`--threads` is the torch threads in all: under torchrun each of the N processes takes THREADS / N (at
+least 1), so the line above is 2 processes x 1 thread, pfl's fastest setup on 2 cores. pfl hands every
+process its share of each cohort (user i to process i mod N); each process writes which users it
+simulated in every central iteration to OUT.users.rankR.json, which the benchmark checks (every user
+trained once per round, half of them by each of 2 processes). `--time-limit` stops after the round
+that passes it (once `--min-rounds` are done), every process at the same round.
 
 FedAvg: pfl's own `FederatedAveraging` with `NNAlgorithmParams` (every user in the train cohort,
 every user in the val cohort each iteration: federated evaluation of the global model on each
@@ -23,9 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -75,7 +82,8 @@ class Net(nn.Module):
 
 def main() -> int:
     args = common.parser(__doc__.splitlines()[0]).parse_args()
-    torch.set_num_threads(args.threads)
+    processes = int(os.environ.get("WORLD_SIZE", "1"))  # torchrun's; pfl's own world size once it starts
+    torch.set_num_threads(max(1, args.threads // processes))  # the threads in all, split over the processes
     w = common.Workload(args.data)
 
     from pfl.aggregate.simulate import SimulatedBackend
@@ -102,6 +110,11 @@ def main() -> int:
 
     clock = common.RoundClock(args.warmup)
     phases = {}
+    simulated: dict[int, dict[str, list[int]]] = {}  # central iteration -> population -> users this process ran
+
+    def note_user(central_context, user_dataset) -> None:
+        per = simulated.setdefault(int(central_context.current_central_iteration), {})
+        per.setdefault(central_context.population.name, []).append(int(user_dataset.user_id))
     extra = {"world_size": world}
     k_models = int(w.init.shape[0])
 
@@ -149,6 +162,10 @@ def main() -> int:
                                  for c in contexts)
             return contexts, model, metrics
 
+        def simulate_one_user(self, model, user_dataset, central_context):
+            note_user(central_context, user_dataset)
+            return super().simulate_one_user(model, user_dataset, central_context)
+
     class Clove(FederatedNNAlgorithm):
         """CLoVE as a pfl algorithm: even iterations query the loss matrix (and evaluate), odd ones train."""
 
@@ -177,6 +194,7 @@ def main() -> int:
             return tuple(contexts), model, Metrics()
 
         def simulate_one_user(self, model, user_dataset, central_context):
+            note_user(central_context, user_dataset)
             u = int(user_dataset.user_id)
             if central_context.population.name == "VAL":
                 net.active = int(self.assign[u])
@@ -248,7 +266,10 @@ def main() -> int:
             # iteration's update); CLoVE: the query iteration's val cohort evaluates the last round's models
             clock.end_round(accuracy=acc, accuracy_after_rounds=len(clock.rounds))
             save()
-            if args.time_limit and time.perf_counter() - clock.began > args.time_limit:
+            # every process stops at the same round (pfl does not share a callback's stop between them)
+            up = torch.tensor([1.0 if clock.time_is_up(args) else 0.0])
+            if float(ops().distributed.all_reduce([up])[0]) > 0:
+                clock.out_of_time = True
                 return True, Metrics()
             clock.start_round()
             return False, Metrics()
@@ -261,12 +282,15 @@ def main() -> int:
         algorithm = Clove()
         params = NNAlgorithmParams(central_num_iterations=2 * args.rounds, evaluation_frequency=1,
                                    train_cohort_size=w.clients, val_cohort_size=w.clients)
-    setup = {"processes": world, "torch_threads_per_process": args.threads, "backend": "SimulatedBackend",
+    setup = {"processes": world, "torch_threads_per_process": torch.get_num_threads(), "threads_in_all": args.threads,
+             "backend": "SimulatedBackend",
              "federated_evaluation": True,
              "launcher": "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "python"}
     algorithm.run(algorithm_params=params, backend=backend, model=model, model_train_params=train_params,
                   model_eval_params=eval_params, callbacks=[Clock()])
-    extra["finished"] = len(clock.rounds) >= args.rounds
+    extra["finished"] = clock.finished(args)
+    Path(f"{args.out}.users.rank{rank}.json").write_text(json.dumps(
+        {"rank": rank, "world": world, "iterations": {str(k): v for k, v in simulated.items()}}))
     # the val cohort of an iteration sees the model before that iteration's update, so the last
     # rounds' models are evaluated once more here (not timed), to compare after equal rounds
     correct = count = 0

@@ -82,15 +82,34 @@ def register(subparsers) -> None:
         "peers (python -m cfl_core bench --peers flower,pfl): the same FedAvg workload in CFL Lab, Flower and "
         "pfl-research, each peer run as a subprocess with its own interpreter (see benchmarks/PEERS.md)")
     peers.add_argument("--peers", type=_names, help="compare with these peers instead of the engine benchmark: "
-                                                    "flower, pfl or flower,pfl (--sizes sets M; default 10,100,1000,10000)")
-    peers.add_argument("--rounds", type=int, help="rounds per peer row, one warm-up included (default 4)")
+                                                    "flower, pfl or flower,pfl (--sizes sets M; default 100,1000)")
+    peers.add_argument("--rounds", type=int, help="a peer's rounds per repetition, one warm-up included (default 26; "
+                                                  "fewer once --round-budget has passed)")
+    peers.add_argument("--cfl-rounds", type=int, help="CFL Lab's rounds per row and repetition, one warm-up included "
+                                                      "(default 101; fewer once --round-budget has passed)")
+    peers.add_argument("--repetitions", type=int, help="fresh-process repetitions of every framework and setup, "
+                                                       "alternating; each repetition's ratio and the median are "
+                                                       "reported (default 5)")
+    peers.add_argument("--round-budget", type=float, help="seconds of rounds per repetition before it stops after "
+                                                          "at least 3 timed rounds (default 45)")
+    peers.add_argument("--busy-above", type=float, help="other processes keeping more CPUs than this busy make the "
+                                                        "machine busy: the run waits, then refuses to write rows "
+                                                        "(default 0.2)")
+    peers.add_argument("--quiet-wait", type=float, help="seconds to wait for a busy machine to become quiet "
+                                                        "before refusing (default 300)")
+    peers.add_argument("--allow-busy", action="store_true",
+                       help="measure on a busy machine anyway: the report says it is not quoted, marks the busy "
+                            "rows, and is never written over a quoted table")
     peers.add_argument("--peer-python", metavar="PATH", help="the peers' interpreter (default .venv-peers/bin/python)")
-    peers.add_argument("--time-limit", type=float, help="seconds per peer row before it is stopped (default 900)")
+    peers.add_argument("--time-limit", type=float, help="seconds per repetition before it is stopped (default 900)")
     peers.add_argument("--clove-clients", type=int, help="clients in the CLoVE row (default 1000; 0 skips it)")
     peers.add_argument("--flower-cpus", type=_floats, help="Flower client resources (CPUs per client) to try "
                                                            "(default 1,2; the fastest is kept)")
-    peers.add_argument("--pfl-setups", type=_names, help="pfl setups to try as PROCESSESxTHREADS (default 1x2,2x1)")
-    peers.add_argument("--peer-profile", action="store_true", help="sample every peer row with py-spy (where its time goes)")
+    peers.add_argument("--pfl-setups", type=_names, help="pfl setups to try as PROCESSESxTHREADS (default 2x1,1x2: "
+                                                         "torchrun with 2 processes of 1 thread, one of 2 threads)")
+    peers.add_argument("--peer-profile", action="store_true",
+                       help="after the timed rows, a separate py-spy pass over each peer's fastest setup (where its "
+                            "time goes; never timed or quoted)")
     peers.add_argument("--peer-workdir", metavar="DIR", help="keep the workload files, logs and peer JSON here")
     peers.add_argument("--peers-from", metavar="FILE.json",
                        help="render --out again from a saved peer run (its --json), without measuring")
@@ -124,7 +143,10 @@ def _command(args) -> str:
 
 # least value of each numeric flag (one readable line for anything smaller, before any work)
 _LEAST = {"repeats": 1, "sequential_repeats": 1, "matmul_n": 1, "loss_clients": 1, "round_clients": 1,
-          "samples": 1, "threads": 1, "big_round_clients": 0, "strategy_clients": 0}
+          "samples": 1, "threads": 1, "big_round_clients": 0, "strategy_clients": 0, "repetitions": 1,
+          "cfl_rounds": 2}
+# least value of each number-valued flag (seconds, CPUs)
+_LEAST_NUMBER = {"round_budget": 0.0, "busy_above": 0.0, "quiet_wait": 0.0, "time_limit": 1.0}
 
 
 def check_numbers(args) -> None:
@@ -134,6 +156,10 @@ def check_numbers(args) -> None:
         value = getattr(args, name, None)
         if value is not None and value < least:
             raise ConfigError("--" + name.replace("_", "-"), value, f"a whole number >= {least}")
+    for name, least in _LEAST_NUMBER.items():
+        value = getattr(args, name, None)
+        if value is not None and not value >= least:  # also refuses nan
+            raise ConfigError("--" + name.replace("_", "-"), value, f"a number >= {least:g}")
 
 
 def run(args) -> int:
@@ -149,7 +175,7 @@ def run(args) -> int:
 
 def _run(args) -> int:
     if args.peers_from:
-        from ..bench.peer_report import report_from_json, write_markdown
+        from ..bench.peer_report import PeerTableProtected, report_from_json, write_markdown
 
         report = report_from_json(args.peers_from)
         if not args.out:
@@ -157,7 +183,11 @@ def _run(args) -> int:
             return 2
         previous = _previous_lines(args.out)
         report.facts.setdefault("written_at", previous.get("Run"))
-        write_markdown(report, report.facts.get("command") or previous.get("Command", "(not recorded)"), args.out)
+        try:
+            write_markdown(report, report.facts.get("command") or previous.get("Command", "(not recorded)"), args.out)
+        except PeerTableProtected as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         print(f"rendered {args.peers_from} into {args.out} (no measurement)", file=sys.stderr)
         return 0
     if args.peers:
@@ -205,7 +235,8 @@ def _previous_lines(path: str) -> dict:
 
 
 def _run_peers(args) -> int:
-    from ..bench.peer_report import learning_check, text_table, write_json, write_markdown
+    from ..bench.peer_report import (PeerTableProtected, holds_quoted_table, json_holds_quoted, learning_check,
+                                     summary_sentence, text_table, write_json, write_markdown)
     from ..bench.peers import PEER_SCRIPTS, PeerEnvironmentMissing, PeerOptions, run_peer_benchmark
 
     unknown = [p for p in args.peers if p not in PEER_SCRIPTS]
@@ -215,15 +246,28 @@ def _run_peers(args) -> int:
     fields = {"sizes": args.sizes, "rounds": args.rounds, "peer_python": args.peer_python,
               "time_limit": args.time_limit, "clove_clients": args.clove_clients, "flower_cpus": args.flower_cpus,
               "pfl_setups": args.pfl_setups, "workdir": args.peer_workdir, "threads": args.threads,
-              "samples": args.samples}
-    opts = PeerOptions(peers=args.peers, profile=args.peer_profile,
+              "samples": args.samples, "cfl_rounds": args.cfl_rounds, "repetitions": args.repetitions,
+              "round_budget": args.round_budget, "busy_above": args.busy_above, "quiet_wait": args.quiet_wait}
+    opts = PeerOptions(peers=args.peers, profile=args.peer_profile, allow_busy=args.allow_busy,
                        **{k: v for k, v in fields.items() if v is not None})
-    if opts.rounds <= opts.warmup:
-        print(f"error: --rounds must be more than the {opts.warmup} warm-up round", file=sys.stderr)
+    if opts.rounds <= opts.warmup or opts.cfl_rounds <= opts.warmup:
+        print(f"error: --rounds and --cfl-rounds must be more than the {opts.warmup} warm-up round", file=sys.stderr)
         return 2
+    bad = [s for s in opts.pfl_setups if not _is_setup(s)]
+    if bad:
+        print(f"error: --pfl-setups {bad[0]!r} is not PROCESSESxTHREADS (e.g. 2x1)", file=sys.stderr)
+        return 2
+    if opts.allow_busy:  # said before any work: a busy run never replaces a quoted table
+        for path, holds in ((args.out, holds_quoted_table), (args.json, json_holds_quoted)):
+            if path and holds(path):
+                print(f"error: {path} holds a quoted table; --allow-busy never writes over it: pass another "
+                      f"--out/--json", file=sys.stderr)
+                return 2
     command = _command(args)
 
     def save(report) -> None:
+        if not any(r.seconds is not None for r in report.rows):
+            return  # nothing measured (a busy machine from the start): an earlier table stays as it was
         if args.out:
             write_markdown(report, command, args.out)
         if args.json:
@@ -232,14 +276,24 @@ def _run_peers(args) -> int:
     try:
         report = run_peer_benchmark(opts, log=lambda line: print(line, file=sys.stderr, flush=True),
                                     progress=save, command=command)
-    except PeerEnvironmentMissing as exc:
+        print(text_table(report.rows, opts.check_rounds))
+        for line in learning_check(report.rows, after=opts.check_rounds):
+            print(line)
+        print(summary_sentence(report))
+        save(report)
+    except (PeerEnvironmentMissing, PeerTableProtected) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(text_table(report.rows))
-    for line in learning_check(report.rows):
-        print(line)
-    save(report)
+    measured = any(r.seconds is not None for r in report.rows)
     for path in (args.out, args.json):
         if path:
-            print(f"written to {path}", file=sys.stderr)
+            print(f"written to {path}" if measured else f"nothing measured: {path} left as it was", file=sys.stderr)
+    if report.facts.get("refused"):
+        print(f"refused: {report.facts['refused']}", file=sys.stderr)
+        return 3
     return 0
+
+
+def _is_setup(text: str) -> bool:
+    parts = text.split("x")
+    return len(parts) == 2 and all(p.isdigit() and int(p) >= 1 for p in parts)
