@@ -138,7 +138,7 @@ def test_fedrc_score_ignores_label_shift_and_follows_concept_shift():
     assert float(split[0, :2, 0].min()) > 0.99 and torch.allclose(split[0, 2:], torch.full((3, 2), 0.5))
 
 
-def test_fedrc_separates_concepts_and_records_memberships():
+def test_fedrc_records_memberships_that_sum_to_one_and_give_the_clusters():
     _, records = run(algorithm="fedrc", partition="concept-shift", clusters=2, clients_per_cluster=3, models=2,
                      local_epochs=5, rounds=2, samples_per_client=40)
     weights = np.array(records[-1].extras["memberships"])
@@ -146,3 +146,23 @@ def test_fedrc_separates_concepts_and_records_memberships():
     assert records[-1].assignments == weights.argmax(1).tolist()
     with pytest.raises(ConfigError, match="unsupervised"):
         ExperimentConfig(**SMALL, algorithm="fedrc", models=2, unsupervised=True, model="autoencoder").validate()
+
+
+MIXED = dict(partition="concept-shift", clusters=2, clients_per_cluster=6, samples_per_client=50, within="pathological",
+             num_classes_per_partition=5, local_epochs=5, models=4)
+
+
+@pytest.mark.slow
+def test_under_mixed_shifts_loss_vectors_split_what_fedrc_keeps_together():
+    """Concept shift across the two clusters, label shift inside them (each client holds 5 of the 10 classes), K-hat
+    = 4: CLoVE's loss vectors and FedEM's P(y|x) (FedRC without its label term) split each concept by label set;
+    FedRC's P(y|x)/P_k(y) keeps each concept on one model."""
+    _, clove = run(algorithm="clove", rounds=24, **MIXED)
+    _, fedem = run(algorithm="fedrc", rounds=24, options={"label_term": False}, **MIXED)
+    _, fedrc = run(algorithm="fedrc", rounds=24, **MIXED)
+    for records in (clove, fedem):
+        assert records[-1].models_in_use == 4 and records[-1].ari < 0.5
+        truth = np.array(records[-1].true_clusters)
+        labels = np.array(records[-1].assignments)
+        assert not set(labels[truth == 0]) & set(labels[truth == 1])  # the split is inside the concepts
+    assert fedrc[-1].ari == 1.0 and fedrc[-1].models_in_use == 2
