@@ -68,10 +68,11 @@ class SRFCAOptions(WeightingOptions):
                                 help="cluster rounds before each RECLUSTER + MERGE")
     refine_steps: int | None = setting(2, Interval(0), label="REFINE steps", none_means="until the run ends",
                                        help="how many RECLUSTER + MERGE steps (the authors: 2)")
-    trim: float = setting(0.0, Interval(0, 0.5, high_open=True), label="Trimmed share (beta)", step=0.05,
-                          allowed_text="a share in [0, 0.5)",
+    trim: float = setting(0.0, Interval(0, 0.5), label="Trimmed share (beta)", step=0.05,
+                          allowed_text="a share in [0, 0.5]",
                           help="coordinate-wise trimmed mean within a cluster: drop this share at each end "
-                               "(0: weighted mean)")
+                               "(0: weighted mean; a share that leaves at most one value: the plain mean, as the "
+                               "authors' code)")
 
     def check(self, cfg) -> None:
         super().check(cfg)
