@@ -21,9 +21,9 @@ def test_an_algorithm_without_setup_or_run_round_cannot_be_made():
 
 
 def test_local_only_and_the_personalised_models_keep_a_model_per_client():
-    # FedProto, FedALA and FedPAC hold a personal model per client; FedProx and Per-FedAvg one global model
+    # FedProto, FedALA, FedPAC and FedSoft hold a personal model per client; FedProx and Per-FedAvg one global model
     assert {name for name, cls in ALGORITHMS.items() if cls.one_model_per_client} == {
-        "local", "fedproto", "fedala", "fedpac"}
+        "local", "fedproto", "fedala", "fedpac", "fedsoft"}
 
 
 def test_the_estimate_sizes_model_memory_by_the_class_attribute(monkeypatch):

@@ -160,3 +160,23 @@ def test_features_feed_the_head_and_match_the_reference_modules(name, shape):
     module = spec.reference_module()
     spec.load_into(module, start[1])
     assert torch.allclose(module.features(x[1]), spec.features(spec.views(start[1:2]), x[1:2])[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("name,shape", FAMILIES)
+@pytest.mark.parametrize("cfg", [SGD, ADAM], ids=["sgd", "adam"])
+def test_sample_weights_match_the_reference_and_a_zero_weight_sample_teaches_nothing(name, shape, cfg):
+    """FedRC's per-sample weights: the batched path equals torch's weighted loss; weights of 1 are plain training,
+    weights of 0 leave the model where it started, and the reported loss is the plain data loss either way."""
+    fed, spec, ids, start = _setup(name, shape)
+    n_max = int(fed.x_train.shape[1])
+    weights = torch.rand(len(ids), n_max, generator=torch.Generator().manual_seed(1))
+    (batched, loss), (reference, ref_loss) = _both(spec, start, fed, ids, cfg, Objective(sample_weights=weights))
+    tol = 1e-5 if cfg.optimizer == "sgd" else 5e-4
+    assert torch.allclose(batched, reference, atol=tol, rtol=0)
+    assert torch.allclose(loss, ref_loss, atol=1e-5)
+    (ones, ones_loss), _ = _both(spec, start, fed, ids, cfg, Objective(sample_weights=torch.ones(len(ids), n_max)))
+    (plain, plain_loss), _ = _both(spec, start, fed, ids, cfg, None)
+    assert torch.allclose(ones, plain, atol=tol) and torch.allclose(ones_loss, plain_loss, atol=1e-5)
+    (zeros, _), _ = _both(spec, start, fed, ids, SGD, Objective(sample_weights=torch.zeros(len(ids), n_max)))
+    assert torch.equal(zeros, start)
+    assert not torch.allclose(batched, plain, atol=1e-3)

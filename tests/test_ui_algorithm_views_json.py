@@ -37,6 +37,8 @@ CASES = {
     "kfed": [dict(algorithm="kfed", models=3, partition="feature-skew", rounds=1)],
     "pacfl": [dict(algorithm="pacfl", models=3, partition="feature-skew", rounds=1)],
     "fedpac": [dict(algorithm="fedpac", partition="concept-shift", rounds=2)],
+    "fedsoft": [dict(algorithm="fedsoft", models=2, rounds=2, newcomer_share=0.3, newcomer_round=1)],
+    "fedrc": [dict(algorithm="fedrc", models=2, rounds=2)],
 }
 REGISTERED = AV.registered_algorithms()  # at collection: before any test registers a toy algorithm
 

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 from .base import Algorithm, RoundOutcome, RunContext
 from .cfl import CFL
+from .cflgp import CFLGP
 from .clove import Clove
 from .fedala import FedALA
 from .fedavg import FedAvg
 from .fedpac import FedPAC
 from .fedproto import FedProto
 from .fedprox import FedProx
+from .fedrc import FedRC
+from .fedsoft import FedSoft
 from .fesem import FeSEM
 from .flexcfl import FedGroup, FlexCFL
 from .ifca import IFCA
@@ -17,10 +20,11 @@ from .local import LocalOnly
 from .oracle import Oracle
 from .pacfl import PACFL
 from .perfedavg import PerFedAvg
+from .srfca import SRFCA
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     cls.name: cls for cls in (Clove, IFCA, FedAvg, LocalOnly, Oracle, CFL, FlexCFL, FedGroup, FeSEM,
-                              KFed, PACFL, FedProx, PerFedAvg, FedProto, FedALA, FedPAC)
+                              KFed, PACFL, FedProx, PerFedAvg, FedProto, FedALA, FedPAC, FedSoft, FedRC, SRFCA, CFLGP)
 }
 
 __all__ = ["ALGORITHMS", "Algorithm", "RoundOutcome", "RunContext"]

@@ -75,3 +75,14 @@ def grouped_weighted_mean(rows: torch.Tensor, groups: torch.Tensor, weights: tor
     add_weighted(sums, totals, rows, groups, weights)
     means, trained = group_means(sums, totals)
     return keep_untrained(means, previous, trained)
+
+
+def trimmed_mean(rows: torch.Tensor, share: float) -> torch.Tensor:
+    """Coordinate-wise trimmed mean of `rows` [n, D] -> [D]: per parameter, the values sorted, floor(share * n)
+    dropped at each end, the rest averaged (SR-FCA's robust aggregation; the plain mean when nothing is left
+    to average after trimming, as its authors' code falls back)."""
+    n = rows.shape[0]
+    lo, hi = int(share * n), int((1 - share) * n)
+    if share == 0 or hi <= lo + 1:
+        return rows.mean(0)
+    return torch.sort(rows, dim=0).values[lo:hi].mean(0)

@@ -183,6 +183,24 @@ class Engine:
         return self.train_without_exchange(own, clients, round_index, train=train, stream=stream,
                                            objective=objective)
 
+    def train_personal(self, own: torch.Tensor, clients: torch.Tensor, round_index: int, models: torch.Tensor,
+                       objective: Objective | None = None, memory: OptimizerMemory | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each client receives every row of `models` (unless it holds them), trains its own model `own[i]`
+        (kept on the client from round to round) under `objective`, which may refer to them, and sends the
+        trained model back (FedSoft: a proximal pull towards the cluster models). Returns (trained [P, D],
+        loss [P])."""
+        self.traffic.send(models, clients)
+        self._send_objective(objective, clients)
+        self.traffic.receive_models(len(clients))
+        return self.train_without_exchange(own, clients, round_index, objective=objective, memory=memory)
+
+    def upload(self, values: torch.Tensor) -> torch.Tensor:
+        """Row i of `values` [P, F] is what participant i computed and sends to the server (F float32 each: mixture
+        weights, per-cluster label counts); returns it as the server receives it."""
+        self.traffic.receive_floats(int(values.shape[0]), int(values[0].numel()) if len(values) else 0)
+        return values
+
     def _send_objective(self, objective: Objective | None, clients: torch.Tensor) -> None:
         if objective is not None and objective.has_feature_term:
             self.traffic.send_floats(len(clients), objective.target_floats())
@@ -328,6 +346,29 @@ class Engine:
         if uploads:
             self.traffic.receive_floats(len(clients), models.shape[0])
         return finite(self._loss_values(models, clients), "the clients' training losses")
+
+    def sample_losses(self, models: torch.Tensor, clients: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The loss of every training sample of each client on every model, computed on the clients:
+        (losses [P, n_max, K] on the device, valid [P, n_max]). Every client receives every model (unless it
+        holds it); nothing goes up (what a client derives from them and sends is counted by `upload`)."""
+        self.traffic.send(models, clients)
+        return self._sample_loss_values(models, clients), self.fed.train_mask()[clients.to(self.fed.device)]
+
+    @torch.no_grad()
+    def _sample_loss_values(self, models: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+        device = self.fed.device
+        models, clients = models.to(device), clients.to(device)
+        n_max = int(self.fed.x_train.shape[1])
+        out = torch.zeros(len(clients), n_max, models.shape[0], device=device)
+        chunk = self._eval_chunk(n_max)
+        for lo in range(0, len(clients), chunk):
+            ids = clients[lo : lo + chunk]
+            x = self.fed.x_train[ids].reshape(1, len(ids) * n_max, *self.fed.input_shape)
+            y = self.fed.y_train[ids].reshape(1, -1)
+            for k in range(models.shape[0]):
+                per = per_sample_loss(self.spec.loss_kind, self.spec.forward(models[k : k + 1], x), x, y)
+                out[lo : lo + len(ids), :, k] = per.view(len(ids), n_max)
+        return finite(out.masked_fill(~self.fed.train_mask()[clients][..., None], 0.0), "the clients' sample losses")
 
     @torch.no_grad()
     def _loss_values(self, models: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:

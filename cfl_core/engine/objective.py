@@ -16,7 +16,11 @@ from here:
 - per-slot learning-rate multipliers (0 freezes a slot): FedPAC trains its
   head and its feature extractor in separate phases;
 - a meta step (Per-FedAvg, MAML-style): each update uses two minibatches (a
-  third for the Hessian-vector product), see MetaStep.
+  third for the Hessian-vector product), see MetaStep;
+- a weight per training sample (FedRC's soft assignment of each sample to a
+  model, FedEM-style): the data term becomes the batch mean of w_j * loss_j
+  (the weights multiply, the count of real samples divides, as the authors'
+  `(loss_vec @ weights) / batch` does).
 
 The reported training loss is always the data term alone (cross-entropy,
 squared or reconstruction error), so it is comparable across algorithms.
@@ -28,6 +32,7 @@ from dataclasses import dataclass, replace
 import torch
 
 HESSIAN = ("none", "finite-difference")
+PER_CLIENT = ("anchor", "feature_targets", "feature_mask", "sample_weights")  # tensors with one row per client
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class Objective:
     feature_mask: torch.Tensor | None = None  # [P, classes] bool: which classes have a target
     lr_scale: tuple[float, ...] | None = None  # one multiplier per parameter slot; 0 freezes it
     meta: MetaStep | None = None
+    sample_weights: torch.Tensor | None = None  # [P, n_max]: each training sample's weight (rows = its data rows)
 
     @property
     def has_feature_term(self) -> bool:
@@ -70,16 +76,16 @@ class Objective:
     def plain(self) -> bool:
         """Nothing beyond the data loss and the optimiser's own step."""
         return (not self.prox_mu and not self.has_feature_term and self.meta is None
-                and (self.lr_scale is None or all(s == 1 for s in self.lr_scale)))
+                and self.sample_weights is None and (self.lr_scale is None or all(s == 1 for s in self.lr_scale)))
 
     def rows(self, lo: int, hi: int) -> "Objective":
         """The objective of clients lo..hi-1 (per-client tensors sliced; scalars kept)."""
-        cut = {name: getattr(self, name)[lo:hi] for name in ("anchor", "feature_targets", "feature_mask")
+        cut = {name: getattr(self, name)[lo:hi] for name in PER_CLIENT
                if getattr(self, name) is not None}
         return replace(self, **cut)
 
     def to(self, device) -> "Objective":
-        moved = {name: getattr(self, name).to(device) for name in ("anchor", "feature_targets", "feature_mask")
+        moved = {name: getattr(self, name).to(device) for name in PER_CLIENT
                  if getattr(self, name) is not None}
         return replace(self, **moved)
 

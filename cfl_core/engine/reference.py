@@ -39,9 +39,16 @@ def _reference_param_groups(spec: ModelSpec, module, cfg: TrainConfig, objective
             for slot, scale in zip(spec.slots, objective.lr_scale)]
 
 
-def _reference_objective_loss(spec: ModelSpec, module, xb, yb, objective: Objective | None, i: int, anchor):
-    """(data loss, loss to differentiate) of one client's minibatch under the objective, with plain torch."""
-    if objective is not None and objective.has_feature_term:
+def _reference_objective_loss(spec: ModelSpec, module, xb, yb, objective: Objective | None, i: int, anchor,
+                              rows=None):
+    """(data loss, loss to differentiate) of one client's minibatch under the objective, with plain torch.
+    `rows`: the minibatch's sample rows (for per-sample weights)."""
+    if objective is not None and objective.sample_weights is not None:
+        per = torch.stack([_reference_loss(spec.loss_kind, module(xb[j : j + 1]), xb[j : j + 1], yb[j : j + 1])
+                           for j in range(len(xb))])
+        data = per.mean()
+        total = (per * objective.sample_weights[i].to(xb.device)[rows]).sum() / len(xb)
+    elif objective is not None and objective.has_feature_term:
         features = module.features(xb)
         data = _reference_loss(spec.loss_kind, module[-1](features), xb, yb)
         targets = objective.feature_targets[i].to(xb.device)[yb]
@@ -157,7 +164,7 @@ def train_sequential(spec: ModelSpec, start: torch.Tensor, fed: Federation, clie
             if objective is None:
                 loss = total = _reference_loss(spec.loss_kind, module(xb), xb, yb)
             else:
-                loss, total = _reference_objective_loss(spec, module, xb, yb, objective, i, anchor)
+                loss, total = _reference_objective_loss(spec, module, xb, yb, objective, i, anchor, rows)
             opt.zero_grad()
             total.backward()
             opt.step()

@@ -247,16 +247,26 @@ class _BatchedOptimizer:
 
 def _loss_and_grads(spec: ModelSpec, params: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor,
                     valid: torch.Tensor, opt: _BatchedOptimizer | None, active: torch.Tensor | None,
-                    objective: Objective | None = None) -> tuple[torch.Tensor, list[torch.Tensor], bool]:
+                    objective: Objective | None = None, weights: torch.Tensor | None = None
+                    ) -> tuple[torch.Tensor, list[torch.Tensor], bool]:
     """Per-copy mean minibatch data loss, the gradients of the objective, and whether they were folded into
     the momentum.
 
     The model's own backward where it has one (folding the momentum in when the optimiser
-    allows), autograd otherwise; a feature term always goes through autograd (the hand-written
-    backward knows only the data loss). Without `opt` nothing is folded. The proximal term is
-    added by the caller (`_add_prox`): it needs no graph."""
+    allows), autograd otherwise; a feature term or per-sample `weights` [P, B] always go through
+    autograd (the hand-written backward knows only the plain data loss). Without `opt` nothing is
+    folded. The proximal term is added by the caller (`_add_prox`): it needs no graph. The loss
+    returned is the plain (unweighted) data loss, comparable across algorithms."""
     feature = objective is not None and objective.has_feature_term
-    fold = opt is not None and opt.fold_momentum(active) and not feature
+    weighted = weights is not None
+    fold = opt is not None and opt.fold_momentum(active) and not feature and not weighted
+    if weighted:
+        leaves = {name: v.detach().requires_grad_(True) for name, v in spec.views(params).items()}
+        per = per_sample_loss(spec.loss_kind, spec.apply(leaves, xb), xb, yb)
+        count = valid.to(per.dtype).sum(-1).clamp(min=1)
+        total = (per * weights.to(per.dtype) * valid.to(per.dtype)).sum(-1) / count
+        grads = list(torch.autograd.grad(total.sum(), list(leaves.values())))
+        return masked_mean(per.detach(), valid), grads, False
     if not feature:
         with torch.no_grad():
             by_hand = spec.loss_and_grads(spec.views(params), xb, yb, valid,
@@ -371,9 +381,12 @@ def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients
     prox = objective is not None and bool(objective.prox_mu)
     if prox:
         anchor = (objective.anchor if objective.anchor is not None else start).to(device).clone()
+    sample_weights = objective.sample_weights if objective is not None else None
     for s in range(schedule.steps):
         xb, yb = batches(s)
-        client_loss, grads, folded = _loss_and_grads(spec, params, xb, yb, valid[s], opt, active[s], objective)
+        weights = torch.gather(sample_weights, 1, batches.idx[s]) if sample_weights is not None else None
+        client_loss, grads, folded = _loss_and_grads(spec, params, xb, yb, valid[s], opt, active[s], objective,
+                                                     weights)
         with torch.no_grad():
             if prox:
                 grads = _add_prox(spec, grads, params, anchor, objective.prox_mu, opt, folded)

@@ -500,3 +500,30 @@ def fedpac_head_weights(records, round_index):
                  "weights solved by FedPAC's quadratic program from the clients' feature statistics; ordered by "
                  "true cluster. FedPAC forms no clusters (no ARI), but blocks here show which clients it treats as "
                  "alike.", consumes=("head_weights", "prototype_classes"), per_round=True)]
+
+
+@register("fedsoft", embedding=True)
+@register("fedrc", embedding=True)
+def membership_weights(records, round_index):
+    """FedSoft's and FedRC's soft clusters: each client's membership weights (rows sum to 1) in a round."""
+    rec = record_at([r for r in records if isinstance((r.extras or {}).get("memberships"), list)], round_index)
+    if rec is None:
+        return []
+    rows = rec.extras["memberships"]
+    truth = rec.true_clusters or [0] * len(rows)
+    clients = sorted((c for c, row in enumerate(rows) if isinstance(row, list)), key=lambda c: (truth[c], c))
+    if not clients:
+        return []
+    z = [rows[c] for c in clients]
+    labels = [f"{c} (c{truth[c]})" for c in clients]
+    data = [dict(type="heatmap", z=z, x=[f"cluster {k}" for k in range(len(z[0]))], y=labels, zmin=0, zmax=1,
+                 colorscale=colorscale("Blues"), colorbar=dict(thickness=12, title=dict(text="weight")),
+                 hovertemplate="client %{y}: %{z:.2f} on %{x}<extra></extra>")]
+    fig = figure_from(data, house(max(260, 18 * len(clients) + 80), legend=False,
+                                  xaxis=axis("cluster model", type="category"),
+                                  yaxis=axis("client (true cluster)", autorange="reversed", type="category")))
+    return [View(f"Membership weights (round {rec.round})", fig,
+                 "Each row is a client as a mixture of the cluster models (its weights sum to 1), ordered by true "
+                 "cluster: a client of one distribution has one dark cell; a client whose data mixes two clusters "
+                 "sits between them, with weight on both. Its cluster in the records is its largest weight.",
+                 consumes=("memberships", "drawn"), per_round=True)]
