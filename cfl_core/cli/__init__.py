@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-from ..errors import ConfigError, DataUnavailable, ResumeError
+from ..errors import ConfigError, DataUnavailable, MissingExtra, ResumeError
 
 # (module name, one-line help) in the order `--help` lists them.
 COMMAND_MODULES = [
@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "compare_cmd",
     "sweep_cmd",
     "bench_cmd",
+    "export_cmd",
     "plugins_cmd",
 ]
 
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         return 2
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, DataUnavailable, ResumeError) as exc:
+    except (ConfigError, DataUnavailable, MissingExtra, ResumeError) as exc:
         # People get one readable line, never a traceback, for requests that cannot work.
         print(f"error: {exc}", file=sys.stderr)
         return 2
