@@ -52,8 +52,8 @@ bench-peers: $(STAMP) $(PEERS_STAMP)
 	$(PY) -m cfl_core bench --peers flower,pfl --threads 2 --sizes 10,100,1000,10000 --rounds 4 --time-limit 600 \
 		--peer-python $(PEERS_VENV)/bin/python --peer-profile --out benchmarks/PEERS.md --json benchmarks/peers.json
 
-# The README's results tables: one sweep spec each (sweeps/NAME.yaml), run into runs/readme/NAME, then
-# spliced into README.md under its `<!-- sweep: NAME -->` marker(s). The Fashion-MNIST ones (the slowest) run last.
+# The manual's results tables (docs/results.md): one sweep spec each (sweeps/NAME.yaml), run into runs/readme/NAME,
+# then spliced into docs/results.md under its `<!-- sweep: NAME -->` marker(s). The Fashion-MNIST ones (the slowest) run last.
 # A finished run is never run again: delete runs/readme/NAME to measure a table anew.
 TABLES := digits-core digits-iid-unknown-k digits-unknown-k digits-same-init digits-init-modes digits-family \
 	digits-swap-part digits-unsupervised algorithms-digits data-distance fmnist algorithms-fashion-mnist
