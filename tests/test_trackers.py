@@ -102,3 +102,26 @@ def test_a_folder_without_runs_is_one_line(tmp_path, capsys):
     assert "none was found in it" in capsys.readouterr().err
     assert main(["export", str(tmp_path)]) == 2
     assert "--mlflow DIR and/or --tensorboard DIR" in capsys.readouterr().err
+
+
+def test_a_run_logs_to_both_trackers_live_and_a_later_export_adds_nothing(tmp_path):
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = tmp_path / "live-run"
+    assert main(["run", "--algorithm", "ifca", "--models", "2", "--clusters", "2", "--clients-per-cluster", "3",
+                 "--samples-per-client", "30", "--local-epochs", "1", "--rounds", "3", "--out", str(run),
+                 "--mlflow", str(tmp_path / "store"), "--tensorboard", str(tmp_path / "tb")]) == 0
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("live-run")
+    [logged] = client.search_runs([experiment.experiment_id])
+    events = EventAccumulator(str(tmp_path / "tb" / "live-run"), size_guidance={"scalars": 0})
+    events.Reload()
+    for metric, values in expected(run).items():
+        history = sorted(client.get_metric_history(logged.info.run_id, metric), key=lambda m: m.step)
+        assert [m.value for m in history] == values, metric
+        assert [s.value for s in events.Scalars(metric)] == pytest.approx(values, rel=1e-6), metric
+    assert logged.info.status == "FINISHED" and logged.data.params["models"] == "2"
+    assert "rounds.jsonl" in {Path(a.path).name for a in client.list_artifacts(logged.info.run_id, "run")}
+    assert main(["export", "--mlflow", str(tmp_path / "store"), str(run)]) == 0
+    assert len(client.search_runs([experiment.experiment_id])) == 1
