@@ -59,3 +59,16 @@ def test_the_notebook_runs_and_draws_the_dashboards_figures():
     assert "ifca   final accuracy" in text and "clove  final accuracy" in text
     figures = [o for o in outputs if "application/vnd.plotly.v1+json" in o.get("data", {})]
     assert len(figures) == 3  # metric curves, clients per model, assignment heatmap
+
+
+def test_every_public_name_resolves_and_is_documented():
+    """`cfl_core.__all__` is the promise: each name loads from the top of the package and the API page names it."""
+    import cfl_core
+
+    page = (ROOT / "docs" / "python-api.md").read_text()
+    names = [n for n in cfl_core.__all__ if n != "__version__"]
+    assert {"Experiment", "ExperimentConfig", "load_run", "run_sweep"} <= set(names)
+    for name in names:
+        assert getattr(cfl_core, name) is not None, name
+        assert f"`{name}" in page or f", `{name}`" in page, f"{name} is not in docs/python-api.md"
+    assert set(dir(cfl_core)) >= set(names)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -194,3 +195,14 @@ def test_broken_plugins_are_reported_by_name_and_left_out_and_the_working_ones_r
                          "print('WARNINGS', sum('was left out' in w.value for w in at.sidebar.warning))\n",
                    str(ROOT / "app.py")], site, tmp_path)
     assert "WARNINGS 7" in page.stdout, (page.stdout[-1000:], page.stderr[-3000:])
+
+
+def test_the_contract_tests_run_over_the_installed_plugin(example_site, tmp_path):
+    """The contract suite parametrizes over the registry, so an installed plugin is checked like a built-in: same
+    records for the same seed, identical resumes after a stop or a SIGKILL, options through the CLI and a file."""
+    done = python(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(ROOT),
+                   str(ROOT / "tests" / "test_algorithm_contract.py"), "-k", "ifca-sticky"], example_site, tmp_path,
+                  timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    passed = re.search(r"(\d+) passed", done.stdout)
+    assert passed and int(passed.group(1)) >= 5 and "failed" not in done.stdout and "skipped" not in done.stdout
