@@ -40,8 +40,8 @@ APP = app_script()
 # landing page (app.py, pages/playground.py) reaches on its first run, down to the preview's PNG writer and
 # scikit-learn's bundled data sets: imported in that first run they took a quarter of a second of the server's
 # interpreter lock while the browser was fetching the page's scripts from the same server
-PRELOAD = ("cfl_core.algorithms", "cfl_core.plugins", "cfl_core.experiment", "cfl_core.compare", "cfl_ui.figures", "cfl_ui.live_view",
-           "cfl_ui.theme", "cfl_ui.controls", "cfl_ui.job_specs", "cfl_ui.session", "cfl_ui.urls",
+PRELOAD = ("cfl_core.algorithms", "cfl_core.plugins", "cfl_core.experiment", "cfl_core.compare", "cfl_ui.figures",
+           "cfl_ui.live_view", "cfl_ui.theme", "cfl_ui.controls", "cfl_ui.job_specs", "cfl_ui.session", "cfl_ui.urls",
            "cfl_ui.controller", "cfl_ui.literal", "cfl_ui.panel", "cfl_ui.paths", "cfl_ui.playground_view",
            "cfl_ui.preset_picker", "cfl_ui.snapshots", "cfl_ui.partition_charts", "cfl_ui.partition_view",
            "cfl_ui.estimate", "PIL.Image", "sklearn.datasets", "streamlit.material_icon_names")

@@ -22,7 +22,8 @@ TINY = ["--clusters", "2", "--clients-per-cluster", "3", "--samples-per-client",
 
 
 def python(args: list[str], site: Path, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "1000", "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]), "CFL_RUNS_DIR": str(cwd / "runs")}
+    env = {**os.environ, "COLUMNS": "1000", "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]),
+           "CFL_RUNS_DIR": str(cwd / "runs")}
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -151,7 +152,8 @@ def _pairs(clusters, supply):
     return w
 
 PAIRS = ClusterStructure("pairs", "cluster k holds the labels 2k and 2k+1", _pairs)
-LOPSIDED = ClusterStructure("lopsided", "its weights do not sum to 1", lambda clusters, supply: np.ones((clusters, len(supply))))
+LOPSIDED = ClusterStructure("lopsided", "its weights do not sum to 1",
+                            lambda clusters, supply: np.ones((clusters, len(supply))))
 '''
 
 
