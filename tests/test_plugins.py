@@ -194,9 +194,12 @@ def test_broken_plugins_are_reported_by_name_and_left_out_and_the_working_ones_r
     page = python(["-c", "import sys\nfrom streamlit.testing.v1 import AppTest\n"
                          "at = AppTest.from_file(sys.argv[1], default_timeout=120)\nat.run()\n"
                          "assert not at.exception, [e.value for e in at.exception]\n"
-                         "print('WARNINGS', sum('was left out' in w.value for w in at.sidebar.warning))\n",
+                         "print('WARNINGS', sum('was left out' in w.value for w in at.sidebar.warning))\n"
+                         "print('DATASETS', 'tiny-blobs' in at.selectbox(key='pg.dataset').options)\n"
+                         "print('PARTITIONS', 'pairs' in at.selectbox(key='pg.partition').options)\n",
                    str(ROOT / "app.py")], site, tmp_path)
     assert "WARNINGS 7" in page.stdout, (page.stdout[-1000:], page.stderr[-3000:])
+    assert "DATASETS True" in page.stdout and "PARTITIONS True" in page.stdout, page.stdout[-1000:]
 
 
 def test_the_contract_tests_run_over_the_installed_plugin(example_site, tmp_path):
