@@ -58,8 +58,8 @@ bench-peers: $(STAMP) $(PEERS_STAMP)
 	$(PY) -m cfl_core bench --peers $(PEER_FRAMEWORKS) --threads 2 --sizes 100,1000 --repetitions 5 --time-limit 600 \
 		--peer-python $(PEERS_VENV)/bin/python --peer-profile --out benchmarks/PEERS.md --json benchmarks/peers.json
 
-# The README's results tables: one sweep spec each (sweeps/NAME.yaml), run into runs/readme/NAME, then
-# spliced into README.md under its `<!-- sweep: NAME -->` marker(s). The Fashion-MNIST ones (the slowest) run last.
+# The manual's results tables (docs/results.md): one sweep spec each (sweeps/NAME.yaml), run into runs/readme/NAME,
+# then spliced into docs/results.md under its `<!-- sweep: NAME -->` marker(s). The Fashion-MNIST ones (the slowest) run last.
 # A finished run is never run again: delete runs/readme/NAME to measure a table anew.
 TABLES := digits-core digits-iid-unknown-k digits-unknown-k digits-same-init digits-init-modes digits-family \
 	digits-swap-part digits-unsupervised algorithms-digits digits-newer-methods data-distance fmnist \

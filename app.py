@@ -9,7 +9,11 @@ st.set_page_config(page_title="CFL Lab", page_icon=":material/hub:", layout="wid
 
 from cfl_ui.charts.theme import apply_theme  # noqa: E402  (after set_page_config)
 
+from cfl_core.plugins import plugin_problems  # noqa: E402
+
 apply_theme()
+for problem in plugin_problems():  # an installed plugin that was left out: said on every page, never a crash
+    st.sidebar.warning(problem.message, icon=":material/extension_off:")
 navigation = st.navigation([
     st.Page("pages/playground.py", title="Playground", icon=":material/science:", default=True),
     st.Page("pages/lessons.py", title="Lessons", icon=":material/school:", url_path="lessons"),

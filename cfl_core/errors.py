@@ -56,3 +56,12 @@ class Diverged(RuntimeError):
 
 class ResumeError(ValueError):
     """A run folder that cannot be resumed; the message says why (finished, no config, damaged, ...)."""
+
+
+class MissingExtra(RuntimeError):
+    """An optional library a request needs is not installed; the message names the extra that brings it."""
+
+    def __init__(self, what: str, library: str, extra: str):
+        self.what, self.library, self.extra = what, library, extra
+        super().__init__(f"{what} needs {library}, which is not installed here: pip install 'cfl-lab[{extra}]' "
+                         "(or pip install -r requirements-test.txt)")

@@ -11,21 +11,38 @@ from __future__ import annotations
 
 import gc
 import importlib
+import importlib.util
 import logging
 import sys
 import time
 from pathlib import Path
 
-APP = Path(__file__).resolve().parent.parent / "app.py"
+def app_script() -> Path:
+    """The dashboard's entry script: app.py at the root of a source checkout (or an editable install), else the
+    copy an installed wheel carries in `cfl_lab/app/` (setup.py puts it there) beside pages/ and .streamlit/."""
+    import cfl_ui
+
+    checkout = Path(cfl_ui.__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "app.py").is_file():
+        return checkout / "app.py"
+    shipped = importlib.util.find_spec("cfl_lab")
+    if shipped is not None and shipped.origin:
+        installed = Path(shipped.origin).resolve().parent / "app" / "app.py"
+        if installed.is_file():
+            return installed
+    return checkout / "app.py"  # `streamlit run` then names the path it could not find
+
+
+APP = app_script()
 
 
 # what the first page view imports: torch and scikit-learn (through the core), plotly, and every module the
 # landing page (app.py, pages/playground.py) reaches on its first run, down to the preview's PNG writer and
 # scikit-learn's bundled data sets: imported in that first run they took a quarter of a second of the server's
 # interpreter lock while the browser was fetching the page's scripts from the same server
-PRELOAD = ("cfl_core.algorithms", "cfl_core.experiment", "cfl_core.compare", "cfl_ui.charts.figures",
-           "cfl_ui.views.live_view", "cfl_ui.charts.theme", "cfl_ui.form.controls", "cfl_ui.form.job_specs",
-           "cfl_ui.form.session", "cfl_ui.form.url_sync", "cfl_ui.form.controller", "cfl_ui.form.frame",
+PRELOAD = ("cfl_core.algorithms", "cfl_core.plugins", "cfl_core.experiment", "cfl_core.compare",
+           "cfl_ui.charts.figures", "cfl_ui.views.live_view", "cfl_ui.charts.theme", "cfl_ui.form.controls",
+           "cfl_ui.form.job_specs", "cfl_ui.form.session", "cfl_ui.form.url_sync", "cfl_ui.form.controller", "cfl_ui.form.frame",
            "cfl_ui.form.page_choices", "cfl_ui.charts.literal", "cfl_ui.form.panel", "cfl_ui.jobs.run_refs",
            "cfl_ui.views.playground_view", "cfl_ui.form.preset_picker", "cfl_ui.jobs.snapshots",
            "cfl_ui.views.partition_charts", "cfl_ui.charts.partition_facts", "cfl_ui.jobs.estimate", "PIL.Image",

@@ -1,11 +1,12 @@
-"""Put the sweeps' summary tables into README.md (`make tables` runs the sweeps, then this).
+"""Put the sweeps' summary tables into the manual's results page, docs/results.md (`make tables` runs the sweeps,
+then this; the name is from when the tables lived in the README).
 
     python scripts/readme_tables.py [NAME ...]           # splice runs/readme/NAME/summary.md's table
     python scripts/readme_tables.py --check [NAME ...]   # only compare: print the cells that differ
 
-Each README table made by a sweep follows a marker line `<!-- sweep: NAME -->` (NAME = the spec
+Each results table made by a sweep follows a marker line `<!-- sweep: NAME -->` (NAME = the spec
 sweeps/NAME.yaml, run into runs/readme/NAME). The table under the marker is replaced by the table
-of the sweep folder's summary.md; nothing else in the README changes.
+of the sweep folder's summary.md; nothing else in the page changes.
 
 `<!-- sweep: NAME pivot=MEASURE -->` (MEASURE: final_accuracy or final_ari) puts instead a pivot of the
 sweep's results.csv: a row per algorithm, a column per partition, mean ± std over the seeds.
@@ -14,7 +15,7 @@ sweep's results.csv: a row per algorithm, a column per partition, mean ± std ov
 the reference has no figure at all gets no such column (a column of dashes says nothing the text cannot). Every
 reference row must say where its figure comes from (`where`) and give the measure as a number (accuracy as a
 fraction in [0, 1]); a row that does not is refused with its line number. With --check nothing is
-written: every cell of the README's table is compared with the sweep's, row by row, and the
+written: every cell of the page's table is compared with the sweep's, row by row, and the
 script exits 1 when any differs (or a sweep has runs not finished).
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from cfl_core.sweep.folder import RESULTS_FILE  # noqa: E402
 from cfl_core.sweep.tables import MISSING_FIGURE, pivot_table, read_results  # noqa: E402
 
+RESULTS_PAGE = ROOT / "docs" / "results.md"
 MARKER = re.compile(r"^<!-- sweep: ([A-Za-z0-9_.\-]+)((?: [a-z]+=[A-Za-z0-9_./\-]+)*) -->$")
 PARAMETERS = ("pivot", "reference")
 
@@ -129,9 +131,10 @@ def cells(line: str) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("names", nargs="*", help="sweeps to splice (default: every marker in the README)")
+    parser.add_argument("names", nargs="*", help="sweeps to splice (default: every marker in the page)")
     parser.add_argument("--check", action="store_true", help="compare only; write nothing")
-    parser.add_argument("--readme", default=str(ROOT / "README.md"))
+    parser.add_argument("--page", "--readme", dest="readme", default=str(RESULTS_PAGE),
+                        help="the markdown file holding the markers (default: docs/results.md)")
     parser.add_argument("--runs", default=str(ROOT / "runs" / "readme"), help="where the sweep folders are")
     args = parser.parse_args(argv)
     readme = Path(args.readme)
@@ -159,15 +162,15 @@ def main(argv=None) -> int:
         if args.check:
             if len(old) != len(new):
                 bad = True
-                print(f"{name}: {len(old) - 2} rows in the README, {len(new) - 2} in the sweep")
+                print(f"{name}: {len(old) - 2} rows in the page, {len(new) - 2} in the sweep")
             for row, (a, b) in enumerate(zip(old[2:], new[2:]), 1):
                 for col, (x, y) in enumerate(zip(cells(a), cells(b))):
                     if x != y:
                         bad = True
                         print(f"{name} row {row} ({' | '.join(cells(b)[:2])}), column {cells(new[0])[col]!r}: "
-                              f"README {x!r}, sweep {y!r}")
+                              f"page {x!r}, sweep {y!r}")
             if not bad:
-                print(f"{name}: the README's table is the sweep's")
+                print(f"{name}: the page's table is the sweep's")
         else:
             lines[first:end] = new
             print(f"{name}: {len(new) - 2} rows")

@@ -1,5 +1,6 @@
 """scripts/readme_tables.py and the pivot it draws: a row per algorithm, a column per partition, reference figures."""
 import importlib.util
+import re
 from pathlib import Path
 
 from cfl_core.sweep.tables import pivot_cell, pivot_table
@@ -124,3 +125,17 @@ def test_the_committed_paper_figures_are_readable_and_sourced():
     for path in files:
         figures = script.read_reference(path, "final_accuracy")  # refuses a figure without its source
         assert all(0 <= f <= 1 for f in figures.values())
+
+
+def test_every_table_of_make_tables_has_its_marker_in_the_results_page_and_none_is_left_in_the_readme():
+    """The results tables live in the manual (docs/results.md); `make tables` writes there by default."""
+    script = _script()
+    makefile = (ROOT / "Makefile").read_text()
+    declared = re.search(r"^TABLES := ((?:.*\\\n)*.*)$", makefile, re.M).group(1)
+    names = set(declared.replace("\\", " ").split())
+    page = (ROOT / "docs" / "results.md").read_text().splitlines()
+    marked = {m.group(1) for line in page if (m := script.MARKER.match(line))}
+    assert names and names == marked
+    assert all((ROOT / "sweeps" / f"{name}.yaml").is_file() for name in names)
+    assert "<!-- sweep:" not in (ROOT / "README.md").read_text()
+    assert Path(script.RESULTS_PAGE) == ROOT / "docs" / "results.md"

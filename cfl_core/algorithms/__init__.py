@@ -1,4 +1,5 @@
-"""Algorithm registry: name -> strategy class (each in its own short file)."""
+"""Algorithm registry: name -> strategy class (each in its own short file), then the installed plugins' ones
+(entry-point group `cfl_lab.algorithms`, see cfl_core/registry.py)."""
 from __future__ import annotations
 
 from .base import Algorithm, RoundOutcome, RunContext
@@ -21,10 +22,12 @@ from .oracle import Oracle
 from .pacfl import PACFL
 from .perfedavg import PerFedAvg
 from .srfca import SRFCA
+from .plugin_check import admit_algorithm
+from ..registry import Registry
 
-ALGORITHMS: dict[str, type[Algorithm]] = {
+ALGORITHMS: Registry = Registry("cfl_lab.algorithms", {
     cls.name: cls for cls in (Clove, IFCA, FedAvg, LocalOnly, Oracle, CFL, FlexCFL, FedGroup, FeSEM,
                               KFed, PACFL, FedProx, PerFedAvg, FedProto, FedALA, FedPAC, FedSoft, FedRC, SRFCA, CFLGP)
-}
+}, admit_algorithm)
 
 __all__ = ["ALGORITHMS", "Algorithm", "RoundOutcome", "RunContext"]

@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-from ..errors import ConfigError, DataUnavailable, ResumeError
+from ..errors import ConfigError, DataUnavailable, MissingExtra, ResumeError
 
 # (module name, one-line help) in the order `--help` lists them.
 COMMAND_MODULES = [
@@ -19,12 +19,15 @@ COMMAND_MODULES = [
     "compare_cmd",
     "sweep_cmd",
     "bench_cmd",
+    "export_cmd",
+    "plugins_cmd",
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m cfl_core", extra=()) -> argparse.ArgumentParser:
+    """The command line; `extra`: more `register(subparsers)` callables (the `cfl-lab` command adds `serve`)."""
     parser = argparse.ArgumentParser(
-        prog="python -m cfl_core",
+        prog=prog,
         description="CFL Lab: clustered federated learning simulations.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -36,18 +39,30 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # a command not written yet
             raise
         module.register(sub)
+    for register in extra:
+        register(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def warn_plugin_problems() -> None:
+    """One line per installed plugin that was left out: a broken plugin never stops a command."""
+    from ..plugins import plugin_problems
+
+    for problem in plugin_problems():
+        print(f"warning: {problem.message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    parser = parser or build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "func", None) and args.command != "plugins":
+        warn_plugin_problems()
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, DataUnavailable, ResumeError) as exc:
+    except (ConfigError, DataUnavailable, MissingExtra, ResumeError) as exc:
         # People get one readable line, never a traceback, for requests that cannot work.
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -132,6 +132,20 @@ def given_settings(args) -> list[str]:
     return flags
 
 
+def live_trackers(args, out, config):
+    """MLflow and/or TensorBoard fed round by round (--mlflow / --tensorboard), the rounds so far of a resumed
+    run first; None when neither was asked for."""
+    if not (getattr(args, "mlflow", None) or getattr(args, "tensorboard", None)):
+        return None
+    from ..trackers.live import LiveTrackers
+    from ..run_reader import read_records
+
+    trackers = LiveTrackers(out, config.to_dict(), mlflow=args.mlflow, tensorboard=args.tensorboard)
+    for record in read_records(out):
+        trackers.log(record)
+    return trackers
+
+
 def run(args) -> int:
     from ..experiment import Experiment
 
@@ -154,12 +168,23 @@ def run(args) -> int:
     bar = ProgressBar(config.rounds, config.algorithm)
     if exp.round:
         bar.started -= sum(r.seconds for r in exp.records)
+    trackers = live_trackers(args, out, config)
+
+    def on_round(record):
+        bar.update(record)
+        if trackers is not None:
+            trackers.log(record)
+
     try:
-        summary = exp.run(on_round=bar.update)
+        summary = exp.run(on_round=on_round)
     except KeyboardInterrupt:
         summary = exp.close("stopped")
+        if trackers is not None:
+            trackers.close("stopped")
         print(summary_line(summary, out))
         return 130
+    if trackers is not None:
+        trackers.close(summary.get("status", "finished"))
     print(summary_line(summary, out))
     if summary.get("status") == "diverged":
         print(f"error: {summary.get('error')}", file=sys.stderr)
@@ -177,4 +202,8 @@ def register(sub) -> None:
     parser.add_argument("--out", help="run folder to write (a new or empty folder)")
     parser.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     parser.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its last finished round")
+    parser.add_argument("--mlflow", metavar="DIR", help="also log every round to the MLflow store in DIR as it "
+                                                        "finishes (needs pip install 'cfl-lab[trackers]')")
+    parser.add_argument("--tensorboard", metavar="DIR", help="also write every round to TensorBoard event files in "
+                                                             "DIR/<run folder's name> as it finishes")
     parser.set_defaults(func=run)

@@ -5,12 +5,15 @@ import functools
 from dataclasses import dataclass
 
 from ..errors import ConfigError, DataUnavailable
+from ..registry import Names, Registry
 from . import agnews, cifar, digits, femnist, mnist, synthetic
 from .base import Dataset, DatasetInfo, DataSource
+from .plugin_check import admit_source
 
 # The registry: name -> source, built here from the sources' own names; each source is defined in
-# its own module. This order is the order every list of sources shows.
-DATA_SOURCES: dict[str, DataSource] = {source.name: source for source in (
+# its own module. This order is the order every list of sources shows; installed plugins' sources follow
+# (entry-point group `cfl_lab.datasets`, see cfl_core/registry.py).
+DATA_SOURCES: Registry = Registry("cfl_lab.datasets", {source.name: source for source in (
     digits.SOURCE,
     mnist.FASHION_MNIST,
     mnist.MNIST,
@@ -19,8 +22,8 @@ DATA_SOURCES: dict[str, DataSource] = {source.name: source for source in (
     agnews.SOURCE,
     synthetic.LINEAR,
     synthetic.BLOBS,
-)}
-SOURCES: tuple[str, ...] = tuple(DATA_SOURCES)
+)}, admit_source)
+SOURCES: Names = Names(DATA_SOURCES)  # the names, plugins included
 
 
 @dataclass(frozen=True)

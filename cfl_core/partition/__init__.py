@@ -8,11 +8,13 @@
 """
 from .build import ClientData, ClientSpec, Partition, build_partition
 from .config import WITHIN_SPLITS, PartitionConfig
+from .plugin_check import ClusterStructure
 from .structures import PARTITION_HELP, PARTITIONS
 
 __all__ = [
     "ClientData",
     "ClientSpec",
+    "ClusterStructure",
     "PARTITIONS",
     "PARTITION_HELP",
     "Partition",

@@ -25,7 +25,11 @@ MAX_SEED = 2**32 - 1
 
 
 def _source_names():
-    return SOURCES
+    return tuple(SOURCES)
+
+
+def _partition_names():
+    return tuple(PARTITIONS)
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ class PartitionConfig:
 
     dataset: str = setting("digits", Choice(_source_names), label="Data set",
                            help="data source (see `python -m cfl_core datasets`)", group="data")
-    partition: str = setting("feature-skew", Choice(PARTITIONS), label="Cluster structure",
+    partition: str = setting("feature-skew", Choice(_partition_names), label="Cluster structure",
                              help="what makes the true clusters differ (CLoVE's structures)", group="data")
     clusters: int = setting(4, Interval(1, MAX_CLUSTERS), label="True clusters",
                             help="how many groups of clients share a distribution", group="data")

@@ -8,11 +8,14 @@ from ..data.base import REGRESSION, DatasetInfo
 from ..data.registry import DATA_SOURCES, data_source
 from ..data.synthetic import draw_thetas
 from ..errors import ConfigError
+from ..registry import Names, Registry
+from .plugin_check import PLUGIN_STRUCTURES, admit_structure, plugin_transforms, plugin_weights
 
 LABEL_SKEWS = ("label-skew-1", "label-skew-2", "label-skew-3", "label-skew-4")
 # The registry: name -> one-line help, in the order every list shows; PARTITIONS is its names
-# (like data.SOURCES for data.DATA_SOURCES). The structures themselves are the functions below.
-PARTITION_HELP = {
+# (like data.SOURCES for data.DATA_SOURCES). The structures themselves are the functions below; installed
+# plugins' structures follow (entry-point group `cfl_lab.partitions`, plugin_check.py, cfl_core/registry.py).
+PARTITION_HELP: Registry = Registry("cfl_lab.partitions", {
     "label-skew-1": "clusters own disjoint groups of labels (the classes dealt out over the clusters in order)",
     "label-skew-2": "cluster k holds 4 labels {2k..2k+3} mod C: neighbouring clusters share 2",
     "label-skew-3": "cluster k holds every class but class k",
@@ -21,13 +24,20 @@ PARTITION_HELP = {
     "concept-shift": "same inputs, cluster k swaps two pairs of labels (cluster 0 keeps them)",
     "iid": "one distribution for every cluster: the control, the right answer is one cluster",
     "linear-mixture": "synthetic-linear only: cluster k's targets are y = x . theta_k + noise",
-}
-PARTITIONS = tuple(PARTITION_HELP)
+}, admit_structure)
+PARTITIONS: Names = Names(PARTITION_HELP)
 LABEL_SKEW_2_SET_SIZE = 4
 LABEL_SKEW_4_DOMINANT = 2 / 3
 
 # Streams of randomness, one per purpose, so that changing one never shifts another.
 STREAM_LABEL_MAPS = 11
+
+
+def plugin_structure(partition: str):
+    """The ClusterStructure of a plugin's partition, None for a built-in (or unknown) name."""
+    if partition in PARTITION_HELP:  # loads the plugins on first use
+        return PLUGIN_STRUCTURES.get(partition)
+    return None
 
 
 def pairs_swaps_count(num_classes: int) -> int:
@@ -40,6 +50,15 @@ def check_structure(partition: str, clusters: int, info: DatasetInfo) -> None:
     """ConfigError when the partition cannot be built on this source with this many clusters."""
     regression = info.task == REGRESSION
     classes = info.num_classes
+    custom = plugin_structure(partition)
+    if custom is not None:
+        if regression:
+            raise ConfigError("partition", partition, f"linear-mixture or iid for the regression source {info.name}")
+        if custom.images_only and not info.is_image:
+            raise ConfigError("partition", partition, f"an image source; {info.name} has vector inputs")
+        if custom.check is not None:
+            custom.check(clusters, info)
+        return
     if partition == "linear-mixture" and data_source(info.name).linear_mixture is None:
         mixtures = " or ".join(s.name for s in DATA_SOURCES.values() if s.linear_mixture is not None)
         raise ConfigError("partition", partition, f"linear-mixture needs dataset {mixtures}")
@@ -70,6 +89,10 @@ def check_structure(partition: str, clusters: int, info: DatasetInfo) -> None:
 
 def label_supports(partition: str, clusters: int, num_classes: int) -> list[np.ndarray]:
     """The labels each cluster may hold (all of them unless a label skew says otherwise)."""
+    custom = plugin_structure(partition)
+    if custom is not None:
+        weights = plugin_weights(custom, clusters, np.ones(num_classes, dtype=np.int64))
+        return [np.flatnonzero(row > 0) for row in weights]
     every = np.arange(num_classes)
     if partition == "label-skew-1":
         return list(np.array_split(every, clusters))
@@ -87,6 +110,9 @@ def cluster_weights(partition: str, clusters: int, supply: np.ndarray) -> np.nda
     a cluster asks for each label in proportion to what exists (uniform on
     balanced sources). label-skew-4 is explicit: 2/3 dominant, rest uniform."""
     num_classes = len(supply)
+    custom = plugin_structure(partition)
+    if custom is not None:
+        return plugin_weights(custom, clusters, supply)
     weights = np.zeros((clusters, num_classes))
     if partition == "label-skew-4":
         for k in range(clusters):

@@ -176,7 +176,7 @@ class RayExecutor(Executor):
             import ray
         except ImportError:
             raise ConfigError("executor", "ray", "local or serial: Ray is not installed "
-                                                 "(pip install -r requirements.txt)") from None
+                                                 "(pip install 'cfl-lab[ray]', or -r requirements.txt)") from None
         self.ray = ray
         self.threads = threads
         self.address = address
