@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from .files import JSON_LIMIT, ROUNDS_LIMIT, read_bytes, size_text
+from .files import read_text as _read_text
 from .jsonio import write_json_atomic
 
 FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
@@ -163,19 +165,40 @@ class RunWriter:
     not replaced) and still writable, and that rounds.jsonl is still the file it appends to;
     otherwise RunFolderError says what happened, so the run stops instead of writing into nowhere.
     `resume`: the folder holds an earlier part of this run (rounds are appended to it).
+    It holds the folder's lock (cfl_core.folder_lock) from its start to close(): a second writer is refused
+    (FolderBusy). A new run into a folder that holds one (checked again under the lock: another process may
+    have written it since the caller looked) is refused unless `replace`, which clears the old run's files.
+    `lock`: a FolderLock the caller already holds (Experiment.resume takes it before reading the folder).
     """
 
-    def __init__(self, folder: str | os.PathLike, *, resume: bool = False):
+    def __init__(self, folder: str | os.PathLike, *, resume: bool = False, replace: bool = False, lock=None):
+        from .errors import ConfigError
+        from .folder_lock import FolderBusy, FolderLock
+
         self.folder = Path(folder)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._identity = _identity(os.stat(self.folder))
+            self._lock = lock if lock is not None else FolderLock(self.folder)
+        except FileExistsError:
+            raise RunFolderError(f"cannot create the run folder {self.folder}: a file has that name") from None
+        except FolderBusy:
+            raise
         except OSError as exc:
             raise RunFolderError(f"cannot create the run folder {self.folder}: {_reason(exc)}") from None
         self._rounds = None
         self._resume = resume
-        self.check()
-        self.write_json(HEARTBEAT_FILE, _liveness())
+        try:
+            if not resume and holds_run(self.folder):
+                if not replace:
+                    raise ConfigError("out_dir", str(self.folder), "a folder that holds no run yet (another run "
+                                                                   "wrote one into it first)")
+                clear_run_files(self.folder)
+            self.check()
+            self.write_json(HEARTBEAT_FILE, _liveness())
+        except BaseException:
+            self._lock.release()
+            raise
 
     def check(self) -> None:
         """RunFolderError unless the folder is still there, the same directory, and writable."""
@@ -229,6 +252,7 @@ class RunWriter:
             except OSError:
                 pass
             self._rounds = None
+        self._lock.release()  # after the last write: the next writer sees every round
 
 
 def _identity(st: os.stat_result) -> tuple:
@@ -272,26 +296,12 @@ class SavedRun:
 
 
 # -- reading, whatever the folder holds -------------------------------------------------------------
-def read_text(path: str | os.PathLike) -> tuple[str | None, str | None]:
+def read_text(path: str | os.PathLike, limit: int = JSON_LIMIT) -> tuple[str | None, str | None]:
     """(text, None), (None, None) when the file is missing, or (None, what is wrong with it).
 
-    Never raises for a damaged file; a symbolic link is not followed."""
-    path = Path(path)
-    name = path.name
-    if path.is_symlink():
-        return None, f"{name} is a symbolic link (not followed)"
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None, None
-    except IsADirectoryError:
-        return None, f"{name} is a directory, not a file"
-    except OSError as exc:
-        return None, f"{name} cannot be read ({_reason(exc)})"
-    try:
-        return data.decode("utf-8"), None
-    except UnicodeDecodeError as exc:
-        return None, f"{name} is not UTF-8 text (byte {exc.start})"
+    Never raises for a damaged file, never blocks (a named pipe is refused, not opened for reading),
+    reads at most `limit` bytes; a symbolic link is not followed (cfl_core.files)."""
+    return _read_text(path, limit)
 
 
 def read_json_object(path: str | os.PathLike) -> tuple[dict | None, str | None]:
@@ -397,7 +407,15 @@ def read_rounds(folder: str | os.PathLike) -> Rounds:
 
     A last line without its newline that does not parse is a write the process did not finish
     (a crash): it is left out quietly (`torn_tail`), not reported as damage."""
-    text, problem = read_text(Path(folder) / ROUNDS_FILE)
+    got = read_bytes(Path(folder) / ROUNDS_FILE, ROUNDS_LIMIT, partial=True)
+    problem = got.problem
+    text = None
+    if got.data is not None:
+        data = got.data[:got.data.rfind(b"\n") + 1] if got.truncated else got.data  # whole lines only
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problem = f"{ROUNDS_FILE} is not UTF-8 text (byte {exc.start})"
     if text is None:
         return Rounds([], [], False, problem and f"{problem}: no rounds could be read", 0)
     lines = text.split("\n")
@@ -418,7 +436,11 @@ def read_rounds(folder: str | os.PathLike) -> Rounds:
             torn = True
         else:
             records.append(rec)
-    return Rounds(records, bad, torn, None, len(records))
+    over = None
+    if got.truncated:
+        over = (f"{ROUNDS_FILE} is {size_text(got.size)}, over the {size_text(ROUNDS_LIMIT)} read at most: only the "
+                f"{len(records)} rounds in its first {size_text(ROUNDS_LIMIT)} are shown, the rest was skipped")
+    return Rounds(records, bad, torn, over, len(records))
 
 
 def _parse_line(line: str) -> tuple[RoundRecord | None, str]:

@@ -19,6 +19,7 @@ from typing import Callable
 
 from .. import __version__
 from ..errors import ConfigError
+from ..jsonio import write_text_atomic
 from ..records import FAILED, FINISHED
 from .executors import Executor, make_executor
 from .folder import DONE, FAILED_BEFORE, MISSING, OTHER, RESULTS_FILE, SUMMARY_FILE, SweepFolder
@@ -221,7 +222,5 @@ def _write_tables(spec: SweepSpec, folder: SweepFolder, points, statuses, summar
 
 
 def _write_text(path: Path, text: str) -> None:
-    """Readers (the dashboard) never see half a table: a hidden temporary file renamed over it."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    """Readers (the dashboard) never see half a table: a new hidden temporary file renamed over it."""
+    write_text_atomic(path, text)
