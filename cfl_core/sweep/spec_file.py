@@ -104,6 +104,8 @@ def read_spec_data(path: str | Path):
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
             problem = str(getattr(exc, "problem", None) or type(exc).__name__)[:200]
+            if "nesting depth" in problem:  # libyaml's own bound, met before ours
+                raise _refuse(path, f"a spec nested at most {MAX_DEPTH} levels deep") from None
             raise _refuse(path, f"valid YAML ({problem}{where})") from None
         except RecursionError:
             raise _refuse(path, f"a spec nested at most {MAX_DEPTH} levels deep") from None
