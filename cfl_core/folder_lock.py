@@ -28,10 +28,13 @@ _HELD: dict[tuple[int, int], "FolderLock"] = {}  # (device, inode) of a folder -
 _HELD_LOCK = threading.Lock()
 
 
-def _holder(folder: Path) -> str:
-    from .records import HEARTBEAT_FILE, read_json_object
+HEARTBEAT_FILE = "heartbeat.json"  # the writer's process identity (cfl_core.records.HEARTBEAT_FILE)
 
-    beat, _ = read_json_object(folder / HEARTBEAT_FILE)
+
+def _holder(folder: Path) -> str:
+    from .jsonio import read_json
+
+    beat = read_json(folder / HEARTBEAT_FILE)
     if not isinstance(beat, dict) or not isinstance(beat.get("pid"), int):
         return "another process"
     return f"process {beat['pid']} on {str(beat.get('host', '?'))[:80]}"

@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator
 
 from .files import JSON_LIMIT, ROUNDS_LIMIT, read_bytes, size_text
 from .files import read_text as _read_text
+from .folder_lock import HEARTBEAT_FILE  # the writing process and when it started (cfl_core.liveness)
 from .jsonio import write_json_atomic
 
 FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
@@ -45,7 +46,6 @@ CONFIG_FILE = "config.json"  # the file that makes a folder a run folder
 ROUNDS_FILE = "rounds.jsonl"
 SUMMARY_FILE = "summary.json"
 CHECKPOINT_FILE = "checkpoint.pt"  # the latest finished round's state (cfl_core.checkpoint)
-HEARTBEAT_FILE = "heartbeat.json"  # the writing process and when it last wrote (see RunWriter.beat)
 # what a run writes into its folder: replaced together by `overwrite`
 RUN_FILES = (CONFIG_FILE, "partition.json", "meta.json", ROUNDS_FILE, SUMMARY_FILE, CHECKPOINT_FILE,
              HEARTBEAT_FILE)
