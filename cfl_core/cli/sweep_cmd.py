@@ -16,7 +16,9 @@ def add_executor_flags(parser: argparse.ArgumentParser, default_executor: str = 
     parser.add_argument("--executor", choices=EXECUTORS, default=default_executor,
                         help="local: a pool of worker processes here (default); ray: one Ray task per run "
                              "(a local Ray instance, or the cluster at --address); serial: one by one in this process")
-    parser.add_argument("--address", help="with --executor ray: an existing cluster, 'auto' or ray://HOST:PORT")
+    parser.add_argument("--address", help="with --executor ray: an existing cluster, 'auto' (the cluster this "
+                                           "machine is a node of) or HOST:PORT (the head's GCS port); a cluster "
+                                           "with token authentication: its token in RAY_AUTH_TOKEN (README)")
     parser.add_argument("--workers", type=int, help="runs at once (default: the cores // --cpus-per-run; "
                                                     "with a local Ray instance: its CPUs are workers x cpus-per-run)")
     parser.add_argument("--cpus-per-run", type=int, default=1, dest="cpus_per_run",

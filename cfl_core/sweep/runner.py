@@ -22,7 +22,7 @@ from .. import __version__
 from ..errors import ConfigError
 from ..jsonio import write_text_atomic
 from ..records import FAILED, FINISHED, read_json_object
-from .executors import Executor, make_executor
+from .executors import Executor, check_executor, make_executor
 from .folder import DONE, FAILED_BEFORE, MISSING, OTHER, RESULTS_FILE, SUMMARY_FILE, SWEEP_FILE, SweepFolder
 from .spec import DEFAULT_MAX_POINTS, Expansion, SweepSpec
 from .tables import protocols_of, results_csv, row_of, summary_markdown, summary_table
@@ -109,6 +109,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, executor: "str | Executor" = 
     caller keeps (a server's warm pool: used, never closed here; workers and address are then its own).
     on_progress is called about twice a second from this thread; an exception it raises stops the sweep
     (the runs in flight are cancelled, every finished one stays)."""
+    if not isinstance(executor, Executor):  # a bad executor or an unreachable cluster: said before anything is written
+        address = check_executor(executor, workers=workers, threads=cpus_per_run, address=address, reach=True)
     expansion, states = plan(spec, out, max_points=max_points, skip_invalid=skip_invalid)
     points = expansion.points
     folder = SweepFolder(out)
