@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -56,6 +58,8 @@ class LoopbackCluster:
                     "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
         self.env.pop("RAY_ADDRESS", None)
         self.env.pop("RAY_AUTH_TOKEN_PATH", None)
+        # Ray's own files (sockets: a Unix socket's path is at most 107 bytes, so not under pytest's long tmp_path)
+        self.ray_dir = Path(tempfile.mkdtemp(prefix="cflray-", dir="/tmp"))
         self.port = free_ports(1)[0]
         self.address = f"127.0.0.1:{self.port}"
         self.nodes: list[subprocess.Popen] = []
@@ -71,7 +75,7 @@ class LoopbackCluster:
                 f"--metrics-export-port={ports[4]}", f"--runtime-env-agent-port={ports[5]}"]
         if head:
             args += ["--head", f"--port={self.port}", f"--ray-client-server-port={ports[6]}",
-                     f"--dashboard-port={ports[7]}", "--include-dashboard=false", f"--temp-dir={self.folder / 'ray'}"]
+                     f"--dashboard-port={ports[7]}", "--include-dashboard=false", f"--temp-dir={self.ray_dir}"]
         else:
             args += [f"--address={self.address}"]
         log = open(self.folder / f"node{n}.log", "wb")
@@ -153,6 +157,7 @@ class LoopbackCluster:
                 except ProcessLookupError:
                     pass
             time.sleep(0.2)
+        shutil.rmtree(self.ray_dir, ignore_errors=True)
         return left
 
     def cfl(self, *args: str, address: str | None = None, **kw) -> subprocess.Popen:
