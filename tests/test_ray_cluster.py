@@ -80,9 +80,8 @@ def test_a_sweep_on_a_two_node_loopback_cluster_by_address_survives_a_lost_node(
         keys = finished_events(target)
         assert len(keys) == 6 and len(set(keys)) == 6  # each result written once
     finally:
-        left = cluster.stop()
+        cluster.stop()  # each node's process group, then any process still marked as the cluster's, by pid
     assert not cluster.marked(), "Ray processes left running"
-    assert not left or True  # (killed by pid above when the nodes' own shutdown left any)
 
     # the records are a local pool's for the same specs
     for spec, folder in ((SMALL, tmp_path / "auto"), (LONG, target)):
