@@ -35,6 +35,8 @@ from .algorithms import ALGORITHMS, RunContext
 from .config import ExperimentConfig
 from .data import load_dataset
 from .errors import ConfigError, Diverged, ResumeError
+from .files import kind_of
+from .folder_lock import FolderBusy, FolderLock
 from .dynamics import SHIFTS, join_rounds
 from .engine.core import Engine, finite
 from .engine.federation import Federation, resolve_device
@@ -84,15 +86,14 @@ def _metric(fn, truth: np.ndarray, labels: np.ndarray) -> float | None:
 
 class Experiment:
     def __init__(self, config: ExperimentConfig, out_dir: str | Path | None = None, setup: Setup | None = None,
-                 *, overwrite: bool = False, _resume=None):
+                 *, overwrite: bool = False, _resume=None, _lock=None):
         """`out_dir`: the run folder (None: nothing is written). A folder that already holds a run is refused
         unless `overwrite` (its run files are replaced); `Experiment.resume` continues one instead."""
         config.validate()
-        if out_dir is not None and _resume is None and holds_run(out_dir):
-            if not overwrite:
-                raise ConfigError("out_dir", str(out_dir), "a folder that holds no run yet (it holds one: overwrite "
-                                                           "it, or resume it)")
-            clear_run_files(out_dir)
+        if out_dir is not None and _resume is None and holds_run(out_dir) and not overwrite:
+            raise ConfigError("out_dir", str(out_dir), "a folder that holds no run yet (it holds one: overwrite "
+                                                       "it, or resume it)")
+        # (an overwritten run's files are cleared by the writer, under the folder's lock: never another's live run)
         if setup is None or not setup.same_clients(config):
             setup = Setup.build(config)
         self.config = config
@@ -127,7 +128,17 @@ class Experiment:
         self.cluster_truth = getattr(setup.partition, "cluster_truth", True)
         self.folder = Path(out_dir) if out_dir is not None else None
         resumed = self._restore(_resume) if _resume is not None else None
-        self.writer = RunWriter(out_dir, resume=resumed is not None) if out_dir is not None else None
+        self.writer = RunWriter(out_dir, resume=resumed is not None, replace=overwrite or _resume is not None,
+                                lock=_lock) if out_dir is not None else None
+        try:
+            self._start(config, setup, fed, resumed, _resume)
+        except BaseException:
+            if self.writer is not None:
+                self.writer.close()  # releases the folder's lock at once
+            raise
+
+    def _start(self, config: ExperimentConfig, setup: Setup, fed: Federation, resumed: int | None, _resume) -> None:
+        """The run's first files, its initial loss and the algorithm's set-up (or, resumed, the meta's note)."""
         if self.writer and resumed is None:
             self.writer.write_json("config.json", config.to_dict())
             self.writer.write_json("partition.json", setup.partition.to_json())
@@ -163,6 +174,22 @@ class Experiment:
         Its next records are those the run would have written had it never stopped. A run
         without a checkpoint (stopped before its first round ended) starts again from round 0."""
         folder = Path(folder)
+        if not os.path.lexists(folder / "config.json") or not folder.is_dir():
+            raise ResumeError(f"{folder} is not a run folder (no config.json)")
+        try:  # before anything is read: a run another process still writes is never taken over
+            lock = FolderLock(folder)
+        except FolderBusy as exc:
+            raise ResumeError(f"{folder} cannot be resumed while it runs: {exc}") from None
+        except OSError as exc:
+            raise ResumeError(f"{folder} cannot be opened ({exc.strerror or type(exc).__name__})") from None
+        try:
+            return cls._resume_locked(folder, setup, lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _resume_locked(cls, folder: Path, setup: Setup | None, lock) -> "Experiment":
         try:
             saved = load_run(folder)
         except FileNotFoundError:
@@ -178,15 +205,18 @@ class Experiment:
             config = ExperimentConfig.from_dict(saved.config)
         except ConfigError as exc:
             raise ResumeError(f"{folder}/config.json cannot be resumed: {exc}") from None
-        return cls(config, out_dir=folder, setup=setup, _resume=saved)
+        return cls(config, out_dir=folder, setup=setup, _resume=saved, _lock=lock)
 
     def _restore(self, saved) -> int | None:
         """Put the checkpoint of `saved` (a SavedRun of this config) back; None when there is none (a fresh start)."""
         folder = self.folder
         path = folder / CHECKPOINT_FILE
-        if not path.exists():
+        if not os.path.lexists(path):
             clear_run_files(folder)  # nothing finished is kept without a checkpoint: start from round 0
             return None
+        kind = kind_of(os.lstat(path).st_mode)
+        if kind is not None:  # a named pipe would block torch.load forever
+            raise ResumeError(f"{path} is {kind}, not a checkpoint file")
         try:
             tree, tensors = ckpt.load(path)
             state = ckpt.unpack(tree, tensors, self.algorithm.state_classes, self.federation.device)

@@ -3,25 +3,51 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
+
+_UMASK = os.umask(0o022)  # read once (setting it back at once): new files get the mode the user's umask gives
+os.umask(_UMASK)
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any, *, default: Callable[[Any], Any] | None = None) -> None:
     """Write data as sorted, indented JSON to path, atomically: readers never see half a file.
 
-    The text goes to a hidden `.NAME.tmp` beside the target first, then replaces it in one
+    The text goes to a new hidden `.NAME.*.tmp` beside the target first, then replaces it in one
     rename. default: as json.dumps's (None refuses what JSON cannot hold). The folder must exist.
     """
+    write_text_atomic(path, json.dumps(data, sort_keys=True, indent=1, default=default))
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write text to path in one rename: readers never see half a file. The temporary file is a new one of a
+    name no one chose (O_EXCL): whatever else lies beside the target (a named pipe a writer would wait on for
+    ever, a link to elsewhere) is never opened."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True, indent=1, default=default), encoding="utf-8")
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # as an ordinary new file (mkstemp makes it 0600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    """The JSON in path, or None when it is missing, unreadable or not JSON (never raises for those)."""
+    """The JSON in path, or None when it is missing, unreadable, not a regular file (a named pipe is never
+    waited on), over cfl_core.files.JSON_LIMIT, or not JSON (never raises for those)."""
+    from .files import read_text
+
+    text, _ = read_text(path)
+    if text is None:
+        return None
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
         return None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .folder_lock import HEARTBEAT_FILE  # the writing process and when it started (cfl_core.liveness)
 from .jsonio import write_json_atomic
 
 FINISHED, STOPPED, FAILED = "finished", "stopped", "failed"
@@ -31,7 +32,6 @@ CONFIG_FILE = "config.json"  # the file that makes a folder a run folder
 ROUNDS_FILE = "rounds.jsonl"
 SUMMARY_FILE = "summary.json"
 CHECKPOINT_FILE = "checkpoint.pt"  # the latest finished round's state (cfl_core.checkpoint)
-HEARTBEAT_FILE = "heartbeat.json"  # the writing process and when it last wrote (see RunWriter.beat)
 # what a run writes into its folder: replaced together by `overwrite`
 RUN_FILES = (CONFIG_FILE, "partition.json", "meta.json", ROUNDS_FILE, SUMMARY_FILE, CHECKPOINT_FILE,
              HEARTBEAT_FILE)
@@ -151,19 +151,40 @@ class RunWriter:
     not replaced) and still writable, and that rounds.jsonl is still the file it appends to;
     otherwise RunFolderError says what happened, so the run stops instead of writing into nowhere.
     `resume`: the folder holds an earlier part of this run (rounds are appended to it).
+    It holds the folder's lock (cfl_core.folder_lock) from its start to close(): a second writer is refused
+    (FolderBusy). A new run into a folder that holds one (checked again under the lock: another process may
+    have written it since the caller looked) is refused unless `replace`, which clears the old run's files.
+    `lock`: a FolderLock the caller already holds (Experiment.resume takes it before reading the folder).
     """
 
-    def __init__(self, folder: str | os.PathLike, *, resume: bool = False):
+    def __init__(self, folder: str | os.PathLike, *, resume: bool = False, replace: bool = False, lock=None):
+        from .errors import ConfigError
+        from .folder_lock import FolderBusy, FolderLock
+
         self.folder = Path(folder)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._identity = _identity(os.stat(self.folder))
+            self._lock = lock if lock is not None else FolderLock(self.folder)
+        except FileExistsError:
+            raise RunFolderError(f"cannot create the run folder {self.folder}: a file has that name") from None
+        except FolderBusy:
+            raise
         except OSError as exc:
             raise RunFolderError(f"cannot create the run folder {self.folder}: {os_error_reason(exc)}") from None
         self._rounds = None
         self._resume = resume
-        self.check()
-        self.write_json(HEARTBEAT_FILE, _liveness())
+        try:
+            if not resume and holds_run(self.folder):
+                if not replace:
+                    raise ConfigError("out_dir", str(self.folder), "a folder that holds no run yet (another run "
+                                                                   "wrote one into it first)")
+                clear_run_files(self.folder)
+            self.check()
+            self.write_json(HEARTBEAT_FILE, _liveness())
+        except BaseException:
+            self._lock.release()
+            raise
 
     def check(self) -> None:
         """RunFolderError unless the folder is still there, the same directory, and writable."""
@@ -217,6 +238,7 @@ class RunWriter:
             except OSError:
                 pass
             self._rounds = None
+        self._lock.release()  # after the last write: the next writer sees every round
 
 
 def _identity(st: os.stat_result) -> tuple:

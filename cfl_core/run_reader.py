@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from .files import JSON_LIMIT, ROUNDS_LIMIT, read_bytes, size_text
+from .files import read_text as _read_text
 from .records import (CONFIG_FILE, HEARTBEAT_FILE, ROUNDS_FILE, SUMMARY_FILE, UNFINISHED, RoundRecord, os_error_reason,
                       summarize)
 
@@ -50,26 +52,12 @@ class SavedRun:
 
 
 # -- reading, whatever the folder holds -------------------------------------------------------------
-def read_text(path: str | os.PathLike) -> tuple[str | None, str | None]:
+def read_text(path: str | os.PathLike, limit: int = JSON_LIMIT) -> tuple[str | None, str | None]:
     """(text, None), (None, None) when the file is missing, or (None, what is wrong with it).
 
-    Never raises for a damaged file; a symbolic link is not followed."""
-    path = Path(path)
-    name = path.name
-    if path.is_symlink():
-        return None, f"{name} is a symbolic link (not followed)"
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None, None
-    except IsADirectoryError:
-        return None, f"{name} is a directory, not a file"
-    except OSError as exc:
-        return None, f"{name} cannot be read ({os_error_reason(exc)})"
-    try:
-        return data.decode("utf-8"), None
-    except UnicodeDecodeError as exc:
-        return None, f"{name} is not UTF-8 text (byte {exc.start})"
+    Never raises for a damaged file, never blocks (a named pipe is refused, not opened for reading),
+    reads at most `limit` bytes; a symbolic link is not followed (cfl_core.files)."""
+    return _read_text(path, limit)
 
 
 def read_json_object(path: str | os.PathLike) -> tuple[dict | None, str | None]:
@@ -175,7 +163,15 @@ def read_rounds(folder: str | os.PathLike) -> Rounds:
 
     A last line without its newline that does not parse is a write the process did not finish
     (a crash): it is left out quietly (`torn_tail`), not reported as damage."""
-    text, problem = read_text(Path(folder) / ROUNDS_FILE)
+    got = read_bytes(Path(folder) / ROUNDS_FILE, ROUNDS_LIMIT, partial=True)
+    problem = got.problem
+    text = None
+    if got.data is not None:
+        data = got.data[:got.data.rfind(b"\n") + 1] if got.truncated else got.data  # whole lines only
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problem = f"{ROUNDS_FILE} is not UTF-8 text (byte {exc.start})"
     if text is None:
         return Rounds([], [], False, problem and f"{problem}: no rounds could be read", 0)
     lines = text.split("\n")
@@ -196,7 +192,11 @@ def read_rounds(folder: str | os.PathLike) -> Rounds:
             torn = True
         else:
             records.append(rec)
-    return Rounds(records, bad, torn, None, len(records))
+    over = None
+    if got.truncated:
+        over = (f"{ROUNDS_FILE} is {size_text(got.size)}, over the {size_text(ROUNDS_LIMIT)} read at most: only the "
+                f"{len(records)} rounds in its first {size_text(ROUNDS_LIMIT)} are shown, the rest was skipped")
+    return Rounds(records, bad, torn, over, len(records))
 
 
 def _parse_line(line: str) -> tuple[RoundRecord | None, str]:

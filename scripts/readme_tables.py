@@ -28,8 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from cfl_core.sweep.folder import RESULTS_FILE  # noqa: E402
-from cfl_core.sweep.tables import MISSING_FIGURE, pivot_table, read_results  # noqa: E402
+from cfl_core.files import TABLE_LIMIT, read_text  # noqa: E402
+from cfl_core.sweep.status import read_results_file  # noqa: E402
+from cfl_core.sweep.tables import MISSING_FIGURE, pivot_table  # noqa: E402
 
 RESULTS_PAGE = ROOT / "docs" / "results.md"
 MARKER = re.compile(r"^<!-- sweep: ([A-Za-z0-9_.\-]+)((?: [a-z]+=[A-Za-z0-9_./\-]+)*) -->$")
@@ -49,7 +50,10 @@ def table_lines(lines: list[str], start: int) -> tuple[int, int]:
 
 def sweep_table(runs: Path, name: str) -> tuple[list[str], list[str]]:
     """(the table's lines, the lines under it that say a cell is not complete) of runs/NAME/summary.md."""
-    text = (runs / name / "summary.md").read_text(encoding="utf-8").splitlines()
+    text, problem = read_text(runs / name / "summary.md", TABLE_LIMIT)
+    if text is None:
+        raise SystemExit(f"sweep {name}: {problem or 'summary.md is missing'} (in {runs / name})")
+    text = text.splitlines()
     first, end = table_lines(text, 0)
     notes = [line for line in text[end:] if line.startswith("- ")]
     return text[first:end], notes
@@ -118,7 +122,11 @@ def drop_empty_reference_columns(lines: list[str]) -> list[str]:
 def pivot_lines(runs: Path, name: str, parameters: dict[str, str]) -> tuple[list[str], list[str]]:
     """(the pivot table's lines, notes on cells not complete) of runs/NAME/results.csv."""
     measure = parameters["pivot"]
-    rows = read_results((runs / name / RESULTS_FILE).read_text(encoding="utf-8"))
+    rows, problems = read_results_file(runs / name)  # a regular file only, bounded; a damaged one in one line
+    if rows is None or problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SystemExit(f"sweep {name}: {problems[0] if problems else 'results.csv is missing'}{more} "
+                         f"(in {runs / name})")
     reference = read_reference(ROOT / parameters["reference"], measure) if "reference" in parameters else None
     table, notes = pivot_table(rows, measure, reference=reference)
     lines = table.splitlines()

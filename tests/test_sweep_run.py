@@ -125,8 +125,14 @@ def test_the_server_takes_its_executor_from_the_environment(monkeypatch):
     monkeypatch.delenv("CFL_RAY_ADDRESS", raising=False)
     assert executor_from_environment() == ("local", None)
     monkeypatch.setenv("CFL_SWEEP_EXECUTOR", "ray")
+    monkeypatch.setenv("CFL_RAY_ADDRESS", "head:6379")
+    assert executor_from_environment() == ("ray", "head:6379")
+    monkeypatch.setenv("CFL_RAY_ADDRESS", "auto")
+    assert executor_from_environment() == ("ray", "auto")
+    # Ray Client (ray://) needs ray[client], which the pinned ray lacks: refused with the reason, not a traceback later
     monkeypatch.setenv("CFL_RAY_ADDRESS", "ray://head:10001")
-    assert executor_from_environment() == ("ray", "ray://head:10001")
+    with pytest.raises(Exception, match=r"CFL_RAY_ADDRESS='ray://head:10001' is not allowed: .*needs ray\[client\]"):
+        executor_from_environment()
     monkeypatch.setenv("CFL_SWEEP_EXECUTOR", "local")
     with pytest.raises(Exception, match="CFL_RAY_ADDRESS='ray://head:10001' is not allowed: only with"):
         executor_from_environment()

@@ -24,6 +24,16 @@ COMMAND_MODULES = [
 ]
 
 
+MAX_ERROR_CHARS = 2000  # an error that echoes a huge value (a hostile spec's) stays a readable, bounded message
+
+
+def one_line(text: str) -> str:
+    """An error message cut to MAX_ERROR_CHARS characters (saying how many more there were)."""
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    return f"{text[:MAX_ERROR_CHARS]} ... ({len(text) - MAX_ERROR_CHARS:,} more characters)"
+
+
 def build_parser(prog: str = "python -m cfl_core", extra=()) -> argparse.ArgumentParser:
     """The command line; `extra`: more `register(subparsers)` callables (the `cfl-lab` command adds `serve`)."""
     parser = argparse.ArgumentParser(
@@ -64,7 +74,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         return int(args.func(args) or 0)
     except (ConfigError, DataUnavailable, MissingExtra, ResumeError) as exc:
         # People get one readable line, never a traceback, for requests that cannot work.
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:  # a folder or file the system refuses (gone, read-only, full): one line too
         text = f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else exc.strerror or str(exc)

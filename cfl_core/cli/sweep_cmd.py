@@ -5,6 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..jsonio import read_json
 from ..sweep.executors import EXECUTORS
 from ..sweep.folder import POINT_FILE
@@ -15,7 +16,9 @@ def add_executor_flags(parser: argparse.ArgumentParser, default_executor: str = 
     parser.add_argument("--executor", choices=EXECUTORS, default=default_executor,
                         help="local: a pool of worker processes here (default); ray: one Ray task per run "
                              "(a local Ray instance, or the cluster at --address); serial: one by one in this process")
-    parser.add_argument("--address", help="with --executor ray: an existing cluster, 'auto' or ray://HOST:PORT")
+    parser.add_argument("--address", help="with --executor ray: an existing cluster, 'auto' (the cluster this "
+                                           "machine is a node of) or HOST:PORT (the head's GCS port); a cluster "
+                                           "with token authentication: its token in RAY_AUTH_TOKEN (README)")
     parser.add_argument("--workers", type=int, help="runs at once (default: the cores // --cpus-per-run; "
                                                     "with a local Ray instance: its CPUs are workers x cpus-per-run)")
     parser.add_argument("--cpus-per-run", type=int, default=1, dest="cpus_per_run",
@@ -57,12 +60,46 @@ class SweepBar:
             self.bar.close()
 
 
+def resumed_spec(folder: Path):
+    """The spec recorded in a sweep folder's sweep.json, to run its points not finished yet (ConfigError naming
+    --resume when the folder holds no sweep, or a damaged one). A sweep still going is refused by its lock."""
+    from ..run_reader import read_json_object
+    from ..sweep import SweepSpec
+    from ..sweep.folder import SWEEP_FILE
+    from ..sweep.spec_file import check_shape
+
+    if not folder.is_dir():
+        raise ConfigError("--resume", str(folder), "a sweep's folder (it is not a folder)")
+    sweep, problem = read_json_object(folder / SWEEP_FILE)
+    if sweep is None:
+        raise ConfigError("--resume", str(folder), f"a sweep's folder with a readable {SWEEP_FILE} "
+                                                   f"({problem or 'there is none'})")
+    raw = sweep.get("spec")
+    if not isinstance(raw, dict):
+        raise ConfigError("--resume", str(folder), f"a sweep's folder whose {SWEEP_FILE} holds its spec (it has "
+                                                   "none)")
+    check_shape(raw, folder / SWEEP_FILE)
+    try:
+        return SweepSpec.from_dict(raw)
+    except ConfigError as exc:
+        raise ConfigError("--resume", str(folder), f"a sweep whose recorded spec is valid ({exc})") from None
+
+
 def run(args) -> int:
     from ..sweep import SweepSpec, plan, run_sweep
     from ..sweep.folder import DONE, FAILED_BEFORE
 
-    spec = SweepSpec.from_file(args.spec)
-    out = Path(args.out or Path("runs") / "sweeps" / spec.name)
+    if args.resume is not None:
+        if args.spec is not None or args.out is not None:
+            flag = "SPEC" if args.spec is not None else "--out"
+            raise ConfigError(flag, args.spec if args.spec is not None else args.out,
+                              "nothing beside --resume DIR: a resumed sweep keeps the spec in DIR/sweep.json")
+        spec, out = resumed_spec(Path(args.resume)), Path(args.resume)
+    elif args.spec is None:
+        raise ConfigError("spec", None, "a sweep spec file (or --resume DIR to finish a sweep)")
+    else:
+        spec = SweepSpec.from_file(args.spec)
+        out = Path(args.out or Path("runs") / "sweeps" / spec.name)
     if args.dry_run:
         expansion, states = plan(spec, out, max_points=args.max_points, skip_invalid=True)
         print(expansion.report())
@@ -97,8 +134,11 @@ def register(sub) -> None:
                                         "options, folder; see cfl_core/sweep/spec.py) and write one run folder "
                                         "per point, results.csv and summary.md. Re-running the same command "
                                         "skips the finished points.")
-    parser.add_argument("spec", help="the sweep spec (.json, .yaml or .yml)")
+    parser.add_argument("spec", nargs="?", help="the sweep spec (.json, .yaml or .yml)")
     parser.add_argument("--out", help="the sweep folder (default: runs/sweeps/NAME)")
+    parser.add_argument("--resume", metavar="DIR", help="finish the sweep in DIR (its spec from DIR/sweep.json): "
+                                                        "the points not finished yet run; refused while another "
+                                                        "driver (a terminal, the dashboard) is at work on it")
     add_executor_flags(parser)
     parser.add_argument("--skip-invalid", action="store_true", dest="skip_invalid",
                         help="run the valid points when some combinations cannot work (they are listed either way)")

@@ -4,9 +4,15 @@
 - `local` (the default): a pool of worker processes on this machine (spawned, so no state is
   inherited); `workers` x `threads` CPUs in use.
 - `ray`: one Ray task per run. Without an address it starts a local Ray instance with
-  `workers x threads` CPUs; with `auto` or `ray://host:port` it joins an existing cluster and ships
-  this package to it (`runtime_env` py_modules). Results come back to the driver as objects, so no
-  shared file system is needed. Ray does the scheduling: there is no scheduler here.
+  `workers x threads` CPUs; with `auto` (the cluster this machine is a node of) or `HOST:PORT` (the
+  head's GCS port, as `ray start --address` takes it) it joins an existing cluster, as Ray's docs
+  recommend for a driver on a cluster node, and ships this package to it (`runtime_env` py_modules).
+  A cluster with token authentication (Ray 2.52+; on by default for clusters from 2.61) is joined with
+  the token Ray reads itself: RAY_AUTH_MODE=token and RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH (or
+  ~/.ray/auth_token). `ray://` (Ray Client) is refused with the reason: it needs `ray[client]`,
+  which is not installed. Results come back to the driver as objects, so no shared file system is
+  needed; a task lost with its node is run again by Ray on another (max_retries). Ray does the
+  scheduling: there is no scheduler here.
 
 The driver keeps at most `slots` runs in flight and asks `wait` for the ones that ended; a run
 that raised inside the executor itself (a worker process that died, a lost Ray node) comes back as
@@ -15,6 +21,7 @@ a failed result with the executor's error, like a run that failed on its own.
 from __future__ import annotations
 
 import os
+import re
 import traceback
 from pathlib import Path
 from typing import Any
@@ -185,15 +192,21 @@ class RayExecutor(Executor):
             package = str(Path(__file__).resolve().parents[1])
             common = dict(include_dashboard=False, logging_level="WARNING", log_to_driver=True)
             if address:
+                reachable(address)  # one line within seconds, where ray.init would retry for minutes
                 # a cluster: this package travels with the job (torch and the rest must be installed there)
-                ray.init(address=address, runtime_env={"py_modules": [package]}, **common)
+                try:
+                    ray.init(address=address, runtime_env={"py_modules": [package]}, **common)
+                except Exception as exc:  # a wrong or missing token, another Ray version, ...
+                    raise ConfigError("address", address, "a Ray cluster this driver can join: " + join_failure(exc)) \
+                        from None
             else:
                 ray.init(num_cpus=cpus or cpu_count(), **common)
             self._owner = True
         total = ray.cluster_resources().get("CPU", 1)
         self.cluster_cpus = int(total)
         self.slots = max(1, int(total // threads))
-        self._remote = ray.remote(_ray_task).options(num_cpus=threads)
+        # a task lost with its node (killed, out of memory) is run again on another: its run is deterministic
+        self._remote = ray.remote(_ray_task).options(num_cpus=threads, max_retries=RAY_RETRIES)
 
     def describe(self):
         return {"executor": self.name, "slots": self.slots, "threads": self.threads,
@@ -230,35 +243,119 @@ class RayExecutor(Executor):
             self._owner = False
 
 
+RAY_RETRIES = 3  # Ray's default for tasks, said here: a sweep relies on it when a node is lost
+REACH_SECONDS = 3.0
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.\-]{0,252}))(?::([0-9]{1,5}))")
+ADDRESS_FORMS = "auto (the cluster this machine is a node of) or HOST:PORT (the head's GCS port, e.g. 10.0.0.5:6379)"
+
+
+def check_address(address: str | None, name: str = "address") -> str | None:
+    """The Ray address as given (stripped), or ConfigError naming `name` with the forms allowed; None for none.
+    Only its form is checked here (no network)."""
+    if address is None:
+        return None
+    text = str(address).strip()
+    if text == "auto":
+        return text
+    if "://" in text:
+        scheme = text.split("://", 1)[0].lower()
+        if scheme == "ray":
+            raise ConfigError(name, address, ADDRESS_FORMS + ": ray:// is Ray Client, which needs ray[client] "
+                                             "(not installed with CFL Lab); give the head's HOST:PORT instead")
+        if scheme in ("http", "https"):
+            raise ConfigError(name, address, ADDRESS_FORMS + ": an http:// address is the dashboard's, for "
+                                             "`ray job submit` (see the README's Ray section)")
+        raise ConfigError(name, address, ADDRESS_FORMS)
+    match = _HOST_PORT.fullmatch(text)
+    if match is None or not 1 <= int(match.group(2)) <= 65535:
+        raise ConfigError(name, address, ADDRESS_FORMS)
+    return text
+
+
+def reachable(address: str) -> str:
+    """The address to give ray.init, once something answers at it (ConfigError naming it, within REACH_SECONDS,
+    when nothing does: ray.init itself retries for minutes). `auto` is found as Ray finds it (RAY_ADDRESS, or
+    the cluster started on this machine)."""
+    import socket
+
+    target = address
+    if address == "auto":
+        from ray._private.services import get_ray_address_from_environment
+
+        try:  # the address as Ray finds it for `auto` (before ray.init's own rewriting of a loopback one)
+            target = get_ray_address_from_environment("auto", None)
+        except Exception:  # noqa: BLE001 - any failure here is "no cluster found"
+            target = None
+        if not target or target == "auto":
+            raise ConfigError("address", address, "a running Ray cluster on this machine (none was found: start "
+                                                  "one with `ray start --head`, or give HOST:PORT)")
+    host, _, port = target.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=REACH_SECONDS).close()
+    except socket.gaierror:
+        raise ConfigError("address", address, f"a reachable Ray cluster: there is no host {host!r}") from None
+    except (socket.timeout, TimeoutError):
+        raise ConfigError("address", address, f"a reachable Ray cluster: {target} did not answer within "
+                                              f"{REACH_SECONDS:g} s") from None
+    except OSError as exc:
+        raise ConfigError("address", address, f"a reachable Ray cluster: {target} "
+                                              f"({(exc.strerror or type(exc).__name__).lower()})") from None
+    return target
+
+
+def join_failure(exc: BaseException) -> str:
+    """Why ray.init could not join, in one line, with what to do about a token."""
+    text = " ".join(str(exc).split())[:200] or type(exc).__name__
+    return (f"{type(exc).__name__}: {text} (a cluster with token authentication needs its token here: "
+            "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN, or RAY_AUTH_TOKEN_PATH; see the README's Ray section)")
+
+
 def executor_from_environment(default: str = "local") -> tuple[str, str | None]:
     """(executor, Ray address) from $CFL_SWEEP_EXECUTOR and $CFL_RAY_ADDRESS (a lab server sends its sweeps
-    to a cluster with CFL_SWEEP_EXECUTOR=ray CFL_RAY_ADDRESS=ray://head:10001)."""
+    to a cluster with CFL_SWEEP_EXECUTOR=ray CFL_RAY_ADDRESS=auto, or the head's HOST:PORT)."""
     name = os.environ.get(EXECUTOR_ENV) or default
     address = os.environ.get(ADDRESS_ENV) or None
     if name not in EXECUTORS:
         raise ConfigError(EXECUTOR_ENV, name, "one of " + ", ".join(EXECUTORS))
     if address and name != "ray":
         raise ConfigError(ADDRESS_ENV, address, f"only with {EXECUTOR_ENV}=ray")
-    return name, address
+    return name, check_address(address, ADDRESS_ENV)
 
 
-def make_executor(name: str, *, workers: int | None = None, threads: int = 1, address: str | None = None,
-                  points: int | None = None) -> Executor:
-    """The executor `name` with `threads` torch threads per run; workers default to cores // threads."""
+def check_executor(name: str, *, workers: int | None = None, threads: int = 1, address: str | None = None,
+                   reach: bool = False) -> str | None:
+    """ConfigError for an executor request that cannot work, before anything is written; the Ray address checked
+    (and with `reach`, that something answers at it). Returns the address to use."""
     if name not in EXECUTORS:
         raise ConfigError("executor", name, "one of " + ", ".join(EXECUTORS))
     if threads < 1:
         raise ConfigError("cpus_per_run", threads, "a whole number >= 1")
     if workers is not None and workers < 1:
         raise ConfigError("workers", workers, "a whole number >= 1")
-    if address and name != "ray":
+    if address is not None and name != "ray":
         raise ConfigError("address", address, "only with --executor ray")
+    address = check_address(address)
+    if address and workers:
+        raise ConfigError("workers", workers, "not with --address: the cluster's CPUs decide how many run at once")
+    if address and reach:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("executor", "ray", "local or serial: Ray is not installed "
+                                                 "(pip install -r requirements.txt)") from None
+        if not ray.is_initialized():
+            reachable(address)
+    return address
+
+
+def make_executor(name: str, *, workers: int | None = None, threads: int = 1, address: str | None = None,
+                  points: int | None = None) -> Executor:
+    """The executor `name` with `threads` torch threads per run; workers default to cores // threads."""
+    address = check_executor(name, workers=workers, threads=threads, address=address)
     if name == "serial":
         return SerialExecutor(threads)
     if name == "ray":
         cpus = workers * threads if workers else None
-        if address and workers:
-            raise ConfigError("workers", workers, "not with --address: the cluster's CPUs decide how many run at once")
         return RayExecutor(threads, address, cpus)
     workers = workers or max(1, cpu_count() // threads)
     if points is not None:

@@ -8,16 +8,21 @@
     NAME/progress.json     done / running / failed / pending, rewritten as the sweep goes
     NAME/events.jsonl      one line per start, end and run (appended, never rewritten)
 
-A run folder appears whole or not at all: it is written into `.tmp/` and renamed into place,
+A run folder appears whole or not at all: it is written into `.cfl-sweep-tmp/` and renamed into place,
 so a sweep killed at any moment leaves every finished run complete and no half-written one.
 A point is finished when its folder's sweep_point.json has its key and status finished.
-`.lock` is held (flock) while a driver writes the folder: a second driver is refused.
+`.lock` is held (flock) while a driver writes the folder: a second driver is refused, so two
+sweeps started together into one --out never mix (nor does a terminal take over a dashboard's).
+The driver deletes only what it made: entries of its own working folders whose names it gives
+(`<point key>-<run id>`), never a `.tmp` or `.trash` of the user's.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import stat
 import socket
 import time
 import uuid
@@ -25,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..files import kind_of
 from ..jsonio import read_json, write_json_atomic
 from ..records import FINISHED, RunWriter
 
@@ -35,8 +41,9 @@ EVENTS_FILE = "events.jsonl"
 RESULTS_FILE = "results.csv"
 SUMMARY_FILE = "summary.md"
 LOCK_FILE = ".lock"
-TMP_DIR = ".tmp"
-TRASH_DIR = ".trash"
+TMP_DIR = ".cfl-sweep-tmp"  # a run folder being written, renamed into place when whole
+TRASH_DIR = ".cfl-sweep-trash"  # a failed run's old folder on its way out
+_OWN_ENTRY = re.compile(r"[0-9a-f]{16}-[0-9a-f]{12}")  # <point key>-<run id>: the only names these folders get
 
 # states of a point's folder
 DONE, FAILED_BEFORE, MISSING, OTHER = "finished", "failed", "missing", "other"
@@ -49,18 +56,33 @@ class SweepFolder:
 
     # -- one writer ---------------------------------------------------------------------------------
     def lock(self) -> None:
+        """Hold the folder's `.lock` (ConfigError naming --out when another driver holds it, or when the lock
+        is not a plain file: a link is never followed, a named pipe never opened)."""
         import fcntl
 
         self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        path = self.root / LOCK_FILE
+        flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as exc:
+            raise ConfigError("out", str(self.root), f"a sweep folder whose {LOCK_FILE} is a plain file "
+                                                     f"({exc.strerror})") from None
+        kind = kind_of(os.fstat(fd).st_mode)
+        if kind is not None:
+            os.close(fd)
+            raise ConfigError("out", str(self.root), f"a sweep folder whose {LOCK_FILE} is a plain file (it is {kind}: "
+                                                     "remove it)")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
-            holder = read_json(self.root / PROGRESS_FILE) or {}
+            holder = read_json(self.root / PROGRESS_FILE)
+            holder = holder if isinstance(holder, dict) else {}
             raise ConfigError("out", str(self.root), f"a sweep folder no other sweep is writing (pid "
-                                                     f"{holder.get('pid', '?')} on {holder.get('host', '?')} "
-                                                     f"holds it)") from None
+                                                     f"{str(holder.get('pid', '?'))[:20]} on "
+                                                     f"{str(holder.get('host', '?'))[:80]} holds it; wait for it to "
+                                                     "end or stop it first)") from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
@@ -71,9 +93,23 @@ class SweepFolder:
             self._lock_fd = None
 
     def clean(self) -> None:
-        """Drop what a killed driver left half-done (never a finished run: those were renamed into place)."""
+        """Drop what a killed driver left half-done (never a finished run: those were renamed into place), and
+        only what a driver made: entries named <point key>-<run id> in its own working folders."""
         for name in (TMP_DIR, TRASH_DIR):
-            shutil.rmtree(self.root / name, ignore_errors=True)
+            work = self.root / name
+            try:
+                if not stat.S_ISDIR(os.lstat(work).st_mode):
+                    continue  # not ours (a file or a link of that name): left alone
+                entries = list(os.scandir(work))
+            except OSError:
+                continue
+            for entry in entries:
+                if _OWN_ENTRY.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+            try:
+                os.rmdir(work)  # only when empty: anything else in it stays
+            except OSError:
+                pass
 
     # -- reading ------------------------------------------------------------------------------------
     def state(self, point) -> str:
@@ -101,7 +137,17 @@ class SweepFolder:
 
     def event(self, kind: str, **fields) -> None:
         line = json.dumps({"event": kind, "time": round(time.time(), 3), **fields}, default=str) + "\n"
-        fd = os.open(self.root / EVENTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(self.root / EVENTS_FILE, flags, 0o644)
+            kind_found = kind_of(os.fstat(fd).st_mode)
+        except OSError as exc:  # a link (ELOOP), a pipe without a reader (ENXIO), ...
+            kind_found, fd = f"not writable ({exc.strerror})", None
+        if kind_found is not None:
+            if fd is not None:
+                os.close(fd)
+            raise ConfigError("out", str(self.root), f"a sweep folder whose {EVENTS_FILE} is a plain file (it is "
+                                                     f"{kind_found}: remove it)")
         try:
             os.write(fd, line.encode("utf-8"))
         finally:
@@ -121,6 +167,7 @@ class SweepFolder:
         if result.get("records"):
             (tmp / "rounds.jsonl").write_text("".join(line + "\n" for line in result["records"]), encoding="utf-8")
         writer.write_json("summary.json", result["summary"])
+        writer.close()
         marker = {"key": point.key, "index": point.index, "values": point.values, "status": result["status"],
                   "error": result.get("error"), "traceback": result.get("traceback"), "run_id": run_id,
                   "threads": result.get("threads"), "host": result.get("host"), "pid": result.get("pid"),

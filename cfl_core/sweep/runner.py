@@ -10,6 +10,7 @@ its error; the others go on.
 """
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 import time
@@ -19,9 +20,11 @@ from typing import Callable
 
 from .. import __version__
 from ..errors import ConfigError
+from ..jsonio import write_text_atomic
 from ..records import FAILED, FINISHED
-from .executors import Executor, make_executor
-from .folder import DONE, FAILED_BEFORE, MISSING, OTHER, RESULTS_FILE, SUMMARY_FILE, SweepFolder
+from ..run_reader import read_json_object
+from .executors import Executor, check_executor, make_executor
+from .folder import DONE, FAILED_BEFORE, MISSING, OTHER, RESULTS_FILE, SUMMARY_FILE, SWEEP_FILE, SweepFolder
 from .spec import DEFAULT_MAX_POINTS, Expansion, SweepSpec
 from .tables import protocols_of, results_csv, row_of, summary_markdown, summary_table
 
@@ -107,18 +110,17 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, executor: "str | Executor" = 
     caller keeps (a server's warm pool: used, never closed here; workers and address are then its own).
     on_progress is called about twice a second from this thread; an exception it raises stops the sweep
     (the runs in flight are cancelled, every finished one stays)."""
+    if not isinstance(executor, Executor):  # a bad executor or an unreachable cluster: said before anything is written
+        address = check_executor(executor, workers=workers, threads=cpus_per_run, address=address, reach=True)
     expansion, states = plan(spec, out, max_points=max_points, skip_invalid=skip_invalid)
     points = expansion.points
     folder = SweepFolder(out)
-    others = [p for p in points if states[p.key] == OTHER]
-    if others and not replace:
-        raise ConfigError("out", str(out), f"a folder whose run folders hold these points or none: "
-                                           f"{others[0].folder} holds another run ({len(others)} such folders; "
-                                           f"pass --replace to overwrite them, or choose another --out)")
+    check_out(folder, spec, points, states, replace)
     folder.lock()
     try:
         folder.clean()
-        states = {p.key: folder.state(p) for p in points}  # again, under the lock
+        states = {p.key: folder.state(p) for p in points}  # again, under the lock: another driver may have
+        check_out(folder, spec, points, states, replace)   # written this folder since we looked
         todo = [p for p in points if states[p.key] != DONE]
         command = command or _command()
         progress = Progress(total=len(points), skipped=len(points) - len(todo))
@@ -162,6 +164,33 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, executor: "str | Executor" = 
         return SweepOutcome(spec, folder.root, expansion, progress, statuses, summaries, table)
     finally:
         folder.unlock()
+
+
+def check_out(folder: SweepFolder, spec: SweepSpec, points, states: dict, replace: bool) -> None:
+    """ConfigError naming --out unless the folder is new, or this sweep's own (a sweep.json of the same name),
+    and its run folders hold these points or nothing; --replace lets the sweep write over another's. A
+    folder's files a sweep writes (results.csv, summary.md) are never overwritten where no sweep wrote them."""
+    if replace:
+        return
+    out = str(folder.root)
+    sweep, problem = read_json_object(folder.root / SWEEP_FILE)
+    if problem:
+        raise ConfigError("out", out, f"a sweep's folder whose {SWEEP_FILE} can be read ({problem}); pass "
+                                      "--replace to write over it, or choose another --out")
+    if sweep is not None and sweep.get("name") != spec.name:
+        other = str(sweep.get("name"))[:80]
+        raise ConfigError("out", out, f"the folder of sweep {spec.name!r} or a new one: it holds sweep {other!r} "
+                                      "(choose another --out, or pass --replace)")
+    if sweep is None:
+        taken = [name for name in (RESULTS_FILE, SUMMARY_FILE) if os.path.lexists(folder.root / name)]
+        if taken:
+            raise ConfigError("out", out, f"a new folder or a sweep's: it holds {taken[0]} but no {SWEEP_FILE} "
+                                          "(a sweep would overwrite it; choose another --out, or pass --replace)")
+    others = [p for p in points if states[p.key] == OTHER]
+    if others:
+        raise ConfigError("out", out, f"a folder whose run folders hold these points or none: "
+                                      f"{others[0].folder} holds another run ({len(others)} such folders; "
+                                      f"pass --replace to overwrite them, or choose another --out)")
 
 
 def _drive(ex, todo, folder: SweepFolder, progress: Progress, threads: int, info: dict, on_progress) -> None:
@@ -221,7 +250,5 @@ def _write_tables(spec: SweepSpec, folder: SweepFolder, points, statuses, summar
 
 
 def _write_text(path: Path, text: str) -> None:
-    """Readers (the dashboard) never see half a table: a hidden temporary file renamed over it."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    """Readers (the dashboard) never see half a table: a new hidden temporary file renamed over it."""
+    write_text_atomic(path, text)

@@ -63,28 +63,12 @@ _PART_BAD = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 # -- reading ------------------------------------------------------------------------------------------
 def read_spec_file(path: str | Path) -> dict:
-    """The spec object in a .json, .yaml or .yml file (ConfigError naming `spec` when unreadable)."""
+    """The spec object in a .json, .yaml or .yml file (ConfigError naming `spec` when unreadable, not an object,
+    or past the bounds of cfl_core.sweep.spec_file: size, nesting, values once YAML aliases are expanded)."""
+    from .spec_file import read_spec_data
+
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        raise ConfigError("spec", str(path), "the path of a readable sweep spec (.json, .yaml or .yml)") from None
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:  # pragma: no cover - PyYAML is in requirements.txt
-            raise ConfigError("spec", str(path), "a JSON spec (PyYAML is not installed for YAML)") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise ConfigError("spec", str(path), f"valid YAML ({getattr(exc, 'problem', exc)}{where})") from None
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError("spec", str(path), f"valid JSON ({exc.msg} at line {exc.lineno})") from None
+    data = read_spec_data(path)
     if not isinstance(data, dict):
         raise ConfigError("spec", str(path), "an object with keys among " + ", ".join(SPEC_KEYS))
     data.setdefault("name", path.stem)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import io
+import math
+import re
 import statistics
 from typing import Any, Iterable
 
@@ -172,15 +174,52 @@ GRID_MEASURES = {
 _NUMBERS = ("final_accuracy", "best_accuracy", "reported_accuracy", "final_loss", "final_ari", "first_round_ari_0_9", "mb_sent", "seconds")
 
 
+RESULT_TEXT_COLUMNS = ("key", "folder", "status")  # what every row of results.csv names
+_RUN_FOLDER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}(?:/[A-Za-z0-9_][A-Za-z0-9_.\-]{0,99}){0,15}")
+
+
+def safe_run_folder(text) -> bool:
+    """Whether a point's run folder, as sweep.json or results.csv names it, is one a sweep writes: a relative
+    path of plain names inside the sweep folder (never absolute, never '..', never hidden)."""
+    return isinstance(text, str) and _RUN_FOLDER.fullmatch(text) is not None
+
+
+def parse_results(text: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """(results.csv's rows with its measures as numbers, what is wrong with it, one line each).
+
+    Never raises: a measure that is not a number is None (and named), a row without its key, run
+    folder or status is left out (and named), a table that CSV cannot read keeps the rows before it."""
+    rows, problems = [], []
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        header = reader.fieldnames or []
+        missing = [c for c in RESULT_TEXT_COLUMNS if c not in header]
+        if missing:
+            return [], [f"results.csv: no column {', '.join(missing)} (header: {', '.join(header)[:200] or 'empty'})"]
+        for row in reader:
+            line = reader.line_num
+            if not all(isinstance(row.get(c), str) and row.get(c) for c in RESULT_TEXT_COLUMNS) or \
+                    not safe_run_folder(row["folder"]):
+                problems.append(f"results.csv line {line}: not a run's row (no key, run folder or status); left out")
+                continue
+            for name in _NUMBERS:
+                value = row.get(name)
+                try:
+                    number = float(value) if value not in (None, "") else None
+                except (TypeError, ValueError):
+                    problems.append(f"results.csv line {line}: {name} {str(value)[:40]!r} is not a number; left out")
+                    number = None
+                row[name] = number if number is None or math.isfinite(number) else None
+            row.pop(None, None)  # cells past the header's columns
+            rows.append(row)
+    except csv.Error as exc:
+        problems.append(f"results.csv line {reader.line_num}: {exc}; the rows after it are left out")
+    return rows, problems
+
+
 def read_results(text: str) -> list[dict[str, Any]]:
-    """results.csv's rows with its measures as numbers (None where empty)."""
-    rows = []
-    for row in csv.DictReader(io.StringIO(text)):
-        for name in _NUMBERS:
-            value = row.get(name)
-            row[name] = float(value) if value not in (None, "") else None
-        rows.append(row)
-    return rows
+    """results.csv's rows with its measures as numbers (None where empty or not a number; see parse_results)."""
+    return parse_results(text)[0]
 
 
 def protocols_in(rows: list[dict[str, Any]]) -> list[str]:

@@ -2,6 +2,8 @@
 the table of cells under it. Pure functions of the cells cfl_core.sweep.tables.grid_cells makes."""
 from __future__ import annotations
 
+from html import escape
+
 import plotly.graph_objects as go
 
 from cfl_core.sweep.tables import GRID_MEASURES
@@ -21,24 +23,25 @@ def measure_text(measure: str, mean, std) -> str:
 
 def heatmap_figure(cells: list[dict], row: str, col: str | None, measure: str) -> go.Figure:
     """Rows x columns of the chosen fields, coloured by the measure, each cell's value written in it."""
-    ys = list(dict.fromkeys(str(c[row]) for c in cells))
-    xs = list(dict.fromkeys(str(c[col]) for c in cells)) if col else [GRID_MEASURES[measure]]
+    # plotly draws a subset of HTML in labels (links too): the values read from results.csv are escaped
+    ys = list(dict.fromkeys(escape(str(c[row])) for c in cells))
+    xs = list(dict.fromkeys(escape(str(c[col])) for c in cells)) if col else [GRID_MEASURES[measure]]
     z = [[None] * len(xs) for _ in ys]
     text = [[""] * len(xs) for _ in ys]
     for c in cells:
-        i, j = ys.index(str(c[row])), (xs.index(str(c[col])) if col else 0)
+        i, j = ys.index(escape(str(c[row]))), (xs.index(escape(str(c[col]))) if col else 0)
         z[i][j] = c[measure]
         text[i][j] = measure_text(measure, c[measure], c[f"{measure}_std"]) + f"<br>({c['finished']}/{c['runs']})"
     ranged = measure in ("final_ari", "success")
     heat = dict(type="heatmap", z=z, x=xs, y=ys, text=text, texttemplate="%{text}", colorscale=colorscale("Viridis"),
                 colorbar={"title": {"text": measure.replace("_", " ")}},
-                hovertemplate=f"{row}=%{{y}}<br>{col or ''}=%{{x}}<br>%{{text}}<extra></extra>")
+                hovertemplate=f"{escape(row)}=%{{y}}<br>{escape(col or '')}=%{{x}}<br>%{{text}}<extra></extra>")
     if ranged:
         heat.update(zmin=0, zmax=1)
     # plotly's default template (no house style here), as go.Figure wrote it
     return figure_from([heat], {"height": max(260, 80 + 60 * len(ys)), "margin": {"l": 10, "r": 10, "t": 30, "b": 10},
-                                "xaxis": axis(col or "", type="category"),
-                                "yaxis": axis(row, type="category", autorange="reversed")})
+                                "xaxis": axis(escape(col or ""), type="category"),
+                                "yaxis": axis(escape(row), type="category", autorange="reversed")})
 
 
 def cell_rows(cells: list[dict], by: list[str]) -> list[dict]:

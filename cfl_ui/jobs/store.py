@@ -462,11 +462,9 @@ def _mtime(folder: Path) -> float:
 
 
 def _count_lines(path: Path) -> int:
-    try:
-        with open(path, "rb") as fh:
-            return sum(1 for _ in fh)
-    except OSError:
-        return 0
+    from cfl_core.files import count_lines
+
+    return count_lines(path)  # a regular file only (a named pipe would block the listing), at most its read limit
 
 
 def job_owner(root: Path, job_id: str) -> str | None:

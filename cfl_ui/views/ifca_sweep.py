@@ -19,6 +19,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from cfl_core.files import TABLE_LIMIT, read_text
 from cfl_core.errors import ConfigError
 from cfl_core.sweep.folder import EVENTS_FILE
 from cfl_core.sweep.status import INTERRUPTED, RUNNING, sweep_status
@@ -39,10 +40,10 @@ POLL_SECONDS = 1.0
 
 def sweep_seconds(folder: Path) -> float | None:
     """The time its drivers spent on the sweep (each session from its start to its end; a running one to now)."""
-    try:
-        lines = (folder / EVENTS_FILE).read_text(encoding="utf-8").splitlines()
-    except OSError:
+    text, _ = read_text(folder / EVENTS_FILE, TABLE_LIMIT)  # a regular file only, bounded (a pipe never waited on)
+    if text is None:
         return None
+    lines = text.splitlines()
     total, start = 0.0, None
     for line in lines:
         try:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from cfl_core.files import TABLE_LIMIT, read_text
+from cfl_core.sweep.status import sweep_points
 from cfl_core.jsonio import read_json
 from cfl_core.sweep.folder import EVENTS_FILE, POINT_FILE, SWEEP_FILE
 
@@ -55,10 +57,10 @@ def sweep_folder(spec: dict) -> str:
 def in_flight(folder: Path) -> set:
     """The keys the folder's driver started and has not written back yet (from its events since it started)."""
     started: set = set()
-    try:
-        lines = (folder / EVENTS_FILE).read_text(encoding="utf-8").splitlines()
-    except OSError:
+    text, _ = read_text(folder / EVENTS_FILE, TABLE_LIMIT)  # a regular file only, bounded (a pipe never waited on)
+    if text is None:
         return started
+    lines = text.splitlines()
     for line in lines:
         try:
             event = json.loads(line)
@@ -113,11 +115,13 @@ def _read_rows(folder: Path, rel: str, live: bool) -> list:
     if not isinstance(sweep, dict):
         return []
     rows = []
-    for p in sweep.get("points", []):
-        values = p.get("values") or {}
+    points, _ = sweep_points(sweep)  # checked: a damaged sweep.json gives no rows, never a crashed page
+    for p in points:
+        values = p["values"]
         marker = read_json(folder / p["folder"] / POINT_FILE)
         done = isinstance(marker, dict) and marker.get("key") == p["key"]
-        summary = (read_json(folder / p["folder"] / "summary.json") or {}) if done else {}
+        summary = read_json(folder / p["folder"] / "summary.json") if done else None
+        summary = summary if isinstance(summary, dict) else {}
         status = (FINISHED if marker.get("status") == FINISHED else FAILED) if done else (
             RUNNING if p["key"] in flying else PENDING)
         rows.append({

@@ -14,12 +14,15 @@ import pandas as pd
 import streamlit as st
 
 from cfl_core.errors import ConfigError
+from cfl_core.files import TABLE_LIMIT, read_text
+from cfl_core.protocols import PROTOCOLS
 from cfl_core.sweep import SweepSpec
 from cfl_core.sweep.folder import RESULTS_FILE, SWEEP_FILE
-from cfl_core.sweep.status import RUNNING, list_sweeps, sweep_status
-from cfl_core.sweep.tables import GRID_MEASURES, grid_cells, protocol_note, protocols_in, read_results
+from cfl_core.sweep.status import RUNNING, list_sweeps, load_sweep
+from cfl_core.sweep.tables import GRID_MEASURES, grid_cells, protocol_note, protocols_in
 
 from ..charts.draw import chart
+from ..charts.literal import code, md
 from ..charts.sweep_grid import cell_rows, heatmap_figure
 from ..form import session as S
 from ..form.controls import default_config
@@ -41,8 +44,10 @@ def duration(seconds) -> str:
 def listing(root: Path):
     """Every sweep folder's status, and the table's rows."""
     statuses = list_sweeps(root)
-    rows = [{"sweep": str(s.folder.relative_to(root)), "state": s.state, "done": f"{s.finished}/{s.points}",
-             "failed": s.failed, "running": s.running, "ETA": duration(s.eta_seconds)} for s in statuses]
+    # a damaged sweep is listed with the reason (the table shows text as it is: no markup)
+    rows = [{"sweep": str(s.folder.relative_to(root)), "state": s.listed_state, "done": f"{s.finished}/{s.points}",
+             "failed": s.failed, "running": s.running, "ETA": duration(s.eta_seconds),
+             "problem": "; ".join(s.problems)[:300]} for s in statuses]
     return statuses, rows
 
 
@@ -93,7 +98,7 @@ def progress_panel(root: Path, statuses) -> None:
         for s in list_sweeps(root):
             if s.state == RUNNING:
                 st.progress((s.finished + s.failed) / max(1, s.points),
-                            text=f"{s.folder.relative_to(root)}: {s.finished} done, {s.running} running, {s.failed} "
+                            text=f"{md(s.folder.relative_to(root))}: {s.finished} done, {s.running} running, {s.failed} "
                                  f"failed of {s.points}" + (f", about {duration(s.eta_seconds)} left"
                                                             if s.eta_seconds else ""))
 
@@ -107,21 +112,30 @@ def picked_row(table) -> list:
 def sweep_results(root: Path, chosen: str) -> None:
     """The chosen sweep: its state and command, its results as a heatmap and a table of cells, a cell's runs."""
     folder = root / chosen
-    status = sweep_status(folder)
+    saved = load_sweep(folder)
     st.divider()
-    st.markdown(f"### {status.name}  \n`{chosen}` — {status.state}, {status.finished} of {status.points} finished"
-                + (f", {status.failed} failed" if status.failed else ""))
+    if saved is None:  # removed since the listing
+        st.info(f"The sweep {code(chosen)} is gone.", icon=":material/folder_off:")
+        st.stop()
+    status = saved.status
+    # the name and description are the spec's text: shown literally (a link or an image in them stays text)
+    st.markdown(f"### {md(status.name)}  \n{code(chosen)} — {status.listed_state}, {status.finished} of "
+                f"{status.points} finished" + (f", {status.failed} failed" if status.failed else ""))
+    if status.description:
+        st.caption(md(status.description))
+    if status.problems:
+        st.warning("Damaged: " + "  \n".join(md(p) for p in status.problems) + "  \nWhat could be read is shown.",
+                   icon=":material/report:")
     if status.command:
         st.code(status.command, language="bash")
-    results = folder / RESULTS_FILE
-    if not results.exists():
+    if saved.results is None:
         st.info("No results yet: the table appears when the sweep's first runs are in.",
                 icon=":material/hourglass_top:")
         st.stop()
-    text = results.read_text(encoding="utf-8")
-    st.download_button("results.csv", text, file_name=f"{status.name}-results.csv", mime="text/csv",
+    text, _ = read_text(folder / RESULTS_FILE, TABLE_LIMIT)
+    st.download_button("results.csv", text or "", file_name=f"{status.name}-results.csv", mime="text/csv",
                        icon=":material/download:", key=f"{P}.csv")
-    data = read_results(text)
+    data = saved.results
     fields = [f for f in status.swept if f != "seed"] or ["algorithm"]
     c1, c2, c3 = st.columns(3)
     row_field = c1.selectbox("Rows", fields, key=f"{P}.row")
@@ -131,13 +145,16 @@ def sweep_results(root: Path, chosen: str) -> None:
     measure = c3.selectbox("Measure", list(GRID_MEASURES), format_func=GRID_MEASURES.get, key=f"{P}.measure")
     by = [row_field] + ([col_field] if col_field else [])
     cells = grid_cells(data, by)
-    stamp = results.stat().st_mtime_ns
+    try:
+        stamp = (folder / RESULTS_FILE).stat().st_mtime_ns
+    except OSError:
+        stamp = 0
     chart(lambda: heatmap_figure(cells, row_field, col_field, measure), f"{P}.heatmap",
           cache=("sweep-heatmap", str(folder), stamp, row_field, col_field, measure),
-          title=f"**{GRID_MEASURES[measure]}** by {' and '.join(by)} (over seeds)",
+          title=f"**{GRID_MEASURES[measure]}** by {' and '.join(md(b) for b in by)} (over seeds)",
           caption="Each cell: the measure over its seeds' finished runs (mean ± std), and finished/all runs. "
                   "Success = the share of seeds whose final clustering is exactly right (ARI = 1). "
-                  + protocol_note(protocols_in(data)) + ".")
+                  + protocol_note([p for p in protocols_in(data) if p in PROTOCOLS] or ["clove"]) + ".")
     st.markdown("**Mean ± std per cell** — select a row to list its runs")
     cell_table = st.dataframe(pd.DataFrame(cell_rows(cells, by)), key=f"{P}.cells", on_select="rerun",
                               selection_mode="single-row", hide_index=True, width="stretch")
@@ -148,7 +165,7 @@ def sweep_results(root: Path, chosen: str) -> None:
 
 def cell_runs(chosen: str, data: list[dict], cell: dict, by: list[str]) -> None:
     """One cell's runs, each with its result and a link that opens it in the Playground."""
-    st.markdown("Runs of " + ", ".join(f"{b} = {cell[b]}" for b in by))
+    st.markdown("Runs of " + ", ".join(f"{md(b)} = {md(cell[b])}" for b in by))
     by_folder = {r["folder"]: r for r in data}
     for run_folder in cell["folders"]:
         r = by_folder[run_folder]
@@ -156,7 +173,7 @@ def cell_runs(chosen: str, data: list[dict], cell: dict, by: list[str]) -> None:
         a, b = st.columns([3, 1])
         acc = f"{100 * r['final_accuracy']:.1f}%" if r["final_accuracy"] is not None else "-"
         ari = f"{r['final_ari']:.2f}" if r["final_ari"] is not None else "-"
-        a.markdown(f"`{run_folder}` — {r['status']}, accuracy {acc}, ARI {ari}")
+        a.markdown(f"{code(run_folder)} — {md(r['status'])}, accuracy {acc}, ARI {ari}")
         b.page_link("pages/playground.py", label="Open in Playground", icon=":material/science:",
                     query_params={"run": ref})
 
