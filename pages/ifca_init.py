@@ -25,7 +25,8 @@ page = TrainingPage(
     "IFCA gives each client the model with the lowest loss. Start every model from the <b>same</b> weights "
     "and all losses tie: every client picks model 0 and the clusters are never found. CLoVE clusters the "
     "loss <i>vectors</i> instead. Here both run over many seeds and the three init modes.",
-    "The link holds every setting: whoever opens it sees the same sweep (and can resume it).",
+    "The link holds every setting: whoever opens it sees the same sweep; the browser that started it stops and "
+    "resumes it.",
     load_run_config=PC.ifca_run_config, page_default={**preset_config(SIGNATURE_PRESET), "rounds": 10},
     on_link=PC.ifca_link, defaults=PC.IFCA_DEFAULTS)
 training_page(page, sidebar=sidebar, controls=IfcaSweep.checked, body=page_body)

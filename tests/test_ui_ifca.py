@@ -93,7 +93,11 @@ def test_reopened_settings_resume_only_the_unfinished_runs(runs, executor):
     at = run_and_wait(tiny_page(seeds=1, modes=("same", "different")))
     folder = sweep_folder(at, runs)
     shutil.rmtree(folder / "s0-different-clove")
-    again = ok(app("pages/ifca_init.py", query=dict(at.query_params)))
+    other = ok(app("pages/ifca_init.py", query=dict(at.query_params)))  # another browser, by the page's link
+    assert any("3 of 4 runs done" in m.value for m in other.markdown)
+    resume = other.button(key="ifc.run_btn")
+    assert resume.label == "Resume (1 left)" and resume.disabled and "another browser" in resume.help
+    again = ok(at.run())  # the browser that started it
     assert again.button(key="ifc.run_btn").label == "Resume (1 left)"
     assert any("3 of 4 runs done" in m.value for m in again.markdown)
     again = run_and_wait(again)

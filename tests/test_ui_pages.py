@@ -66,9 +66,7 @@ def wait_job(at: AppTest, key: str, timeout: float = 120) -> None:
 
 
 def wait_sweeps(timeout: float = 180) -> None:
-    from cfl_ui.jobs.sweep_jobs import sweep_jobs
-
-    for job in sweep_jobs().jobs():
+    for job in manager().sweeps.jobs():
         assert job.join(timeout), job.folder
         assert job.error is None, job.error
 

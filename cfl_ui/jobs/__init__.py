@@ -6,7 +6,9 @@
     manager         submits, queues and finds jobs; shares data set-ups between them
     store           saved runs on disk: reading jobs back, listing per owner, deleting
     estimate        memory and time of a request, and the limits;  sweep_estimate: a server-driven sweep's time
-    sweep_jobs      sweeps the server drives (the IFCA page);  sweep_launch: sweeps the Sweeps page starts
+    sweep_service   the one sweep service every page starts sweeps with (owner, memory budget, queue, estimate);
+                    sweep_jobs: one sweep's driver thread;  sweep_pool: the executor and the kept local pool;
+                    sweep_owner: who owns a sweep folder
     poll_pace       how often the live views poll, for every session together
     umap_process    UMAP's layouts in a process of their own
 """

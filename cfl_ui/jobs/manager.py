@@ -188,6 +188,7 @@ class JobManager:
         self.experiment_factory = experiment_factory or Experiment
         self._helpers: list[threading.Thread] = []
         self._closed = False
+        self._sweeps = None  # the sweep service, made on first use
         # Stop and join the workers before the interpreter tears PyTorch down under them
         # (a daemon thread inside a torch op at exit aborts the process).
         atexit.register(self.shutdown, 5.0)
@@ -225,6 +226,17 @@ class JobManager:
         thread = threading.Thread(target=start, name="cfl-spare-worker", daemon=True)
         thread.start()
         self._helpers.append(thread)
+
+    @property
+    def sweeps(self):
+        """The sweep service (cfl_ui.jobs.sweep_service): every page's sweeps, in this manager's queue and under
+        its memory limit, with the owner rule of its runs."""
+        with self._lock:
+            if self._sweeps is None:
+                from .sweep_service import SweepService
+
+                self._sweeps = SweepService(self, SWITCH_INTERVAL)
+            return self._sweeps
 
     # -- jobs ------------------------------------------------------------------
     def submit(self, units: list[UnitSpec], *, kind: str = "playground", title: str = "", owner: str = "",
@@ -340,6 +352,8 @@ class JobManager:
 
     def shutdown(self, timeout: float = 10.0) -> None:
         self._closed = True
+        if self._sweeps is not None:
+            self._sweeps.shutdown()
         for job in self.jobs():
             job.stop()
         deadline = time.time() + timeout

@@ -7,9 +7,10 @@ the live progress and results.
     page_body(sweep)                   # the estimate before it runs; progress and results while and after it runs
 
 The form's configs become a sweep spec (ifca_view.sweep_spec) whose folder is a hash of it under the runs
-folder's sweeps/, driven by this server (cfl_ui.jobs.sweep_jobs) on the executor CFL_SWEEP_EXECUTOR names
-(local by default; ray with CFL_RAY_ADDRESS). The folder is an ordinary sweep folder: the Sweeps page lists
-it, and the same settings (here or from a link) show its runs and resume it.
+folder's sweeps/, started by the one sweep service (cfl_ui.jobs.sweep_service: the owner rule, memory budget and
+queue of runs) on the executor CFL_SWEEP_EXECUTOR names (local by default; ray with CFL_RAY_ADDRESS). The folder is
+an ordinary sweep folder: the Sweeps page lists it, and the same settings (here or from a link) show its runs; the
+browser that started it stops and resumes it.
 """
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ from .live_view import live_fragment
 from ..charts.literal import md
 from ..jobs.run_refs import runs_dir
 from ..jobs.snapshots import FINISHED
-from ..jobs.sweep_jobs import executor_choice, executor_text, sweep_jobs, warm_up_enabled
+from ..jobs.sweep_jobs import QUEUED_STATE
+from ..jobs.sweep_pool import executor_choice, executor_text, warm_up_enabled
+from ..jobs.sweep_service import SweepRefused
 
 POLL_SECONDS = 1.0
 
@@ -73,10 +76,13 @@ class IfcaSweep:
         self.spec = V.sweep_spec(verdict.configs, algorithms, modes, seeds) if verdict.configs else None
         self.rel = V.sweep_folder(self.spec) if self.spec else None
         self.folder = self.root / self.rel if self.rel else None
-        self.job = sweep_jobs().get(self.folder) if self.folder else None
+        self.service = S.manager().sweeps
+        self.job = self.service.get(self.rel) if self.rel else None
         self.status = sweep_status(self.folder) if self.folder else None
+        # why this browser may not run, resume or stop the form's sweep (another browser's, the command line's)
+        self.not_yours = self.service.why_not(self.rel, S.owner()) if self.rel else None
         if self.executor == "local" and warm_up_enabled():
-            sweep_jobs().warm_pool()  # the workers load torch while the user sets the form up
+            self.service.warm()  # the workers load torch while the user sets the form up
 
     @classmethod
     def checked(cls, panel) -> "IfcaSweep":
@@ -114,21 +120,18 @@ class IfcaSweep:
 
     # -- actions ---------------------------------------------------------------------------------------
     def run(self) -> None:
-        from cfl_core.sweep import SweepSpec
-
         try:
-            spec = SweepSpec.from_dict(self.spec)
             estimate = self.estimate()
-            sweep_jobs().start(spec, self.folder, persist_spec=self.spec)
-        except ConfigError as exc:
+            self.service.start(self.spec, self.rel, owner=S.owner(), kind="ifca-init", title="IFCA initialisation")
+        except (ConfigError, SweepRefused) as exc:  # not this browser's sweep, a point too large: one line
             st.session_state[self.flash_key] = str(exc)
             return
         st.session_state[self.estimate_key] = (self.rel, estimate.seconds if estimate else None)
 
     def stop(self) -> None:
-        if self.job is not None:
-            self.job.stop()
-            self.job.join(10)
+        reason = self.service.stop(self.rel, S.owner(), wait=10) if self.rel else None
+        if reason:  # a stale or forged press: checked again here
+            st.session_state[self.flash_key] = f"Not stopped: {reason}"
 
     # -- drawing ---------------------------------------------------------------------------------------
     def buttons(self, where=None, *, copy: str = "") -> None:
@@ -140,17 +143,18 @@ class IfcaSweep:
         left = self.left()
         resumes = state in ("stopped", INTERRUPTED, "failed") and left
         label = f"Resume ({left} left)" if resumes else "Run"
-        blocked = bool(self.verdict.blocked) or self.executor_error is not None
+        blocked = bool(self.verdict.blocked) or self.executor_error is not None or self.not_yours is not None
         # the sidebar's 300 px: Run (or "Resume (12 left)") and Stop each on a row of its own (side by side, Stop was
         # cut to "S"); a copy in the main area has the width for one row
         cols = where.columns([2.6, 1]) if copy else [where, None]
         cols[0].button(label, key=f"{k}.run_btn", type="primary", icon=":material/play_arrow:",
                        on_click=self.run, width="stretch", disabled=blocked or state in ("running", "finished"),
-                       help="Run the sweep in the background; runs already in its folder are not run again.")
+                       help=self.not_yours or "Run the sweep in the background; runs already in its folder are not "
+                                              "run again.")
         stop_at = cols[1] or where
         stop_at.button("Stop", key=f"{k}.stop_btn", icon=":material/stop:", on_click=self.stop,
-                       width="stretch", disabled=not (self.job is not None and self.job.active),
-                       help="Stop: the finished runs stay saved, and Resume runs the rest.")
+                       width="stretch", disabled=not (self.job is not None and self.job.active) or bool(self.not_yours),
+                       help=self.not_yours or "Stop: the finished runs stay saved, and Resume runs the rest.")
         if copy:  # the notes stay in the sidebar, once
             if blocked:
                 from ..form.controller import SIDEBAR_NOTE
@@ -159,6 +163,8 @@ class IfcaSweep:
             return
         if self.executor_error:
             where.error(self.executor_error, icon=":material/block:")
+        elif self.not_yours:
+            where.caption(":material/visibility: " + md(self.not_yours))
         elif self.verdict.blocked:
             if self.verdict.error is None and self.verdict.estimate is not None:
                 where.error(self.verdict.blocked, icon=":material/block:")
@@ -173,30 +179,15 @@ class IfcaSweep:
             st.error(message, icon=":material/warning:")
 
     def estimate(self):
-        from ..jobs.sweep_estimate import ASSUMED_RAY_START_S, ASSUMED_WORKER_START_CPU, sweep_estimate
-
+        """The service's measured estimate of what Run would run now (a resume: only what is not finished)."""
         if not self.verdict.configs or self.executor is None:
             return None
-        jobs = sweep_jobs()
         configs = self.verdict.configs
         if self.status is not None:  # a resume runs only what is not finished
             done = {(r["seed"], r["init"], r["algorithm"]) for r in V.sweep_rows(self.root, self.rel)
                     if r["status"] == FINISHED}
             configs = [c for c in configs if (c.seed, c.init, c.algorithm) not in done] or configs[:1]
-        if self.executor == "local":
-            from cfl_core.sweep.executors import cpu_count
-
-            slots = min(cpu_count(), len(configs))
-            if jobs.pool_warm():
-                return sweep_estimate(configs, executor="local", slots=slots)
-            known = jobs.worker_start_cpu is not None
-            warming = cpu_count() if jobs.pool_warming() else 0  # in the load now, and counted as start-up
-            return sweep_estimate(configs, executor="local", slots=slots, start_known=known, warming=warming,
-                                  start_cpu=jobs.worker_start_cpu if known else ASSUMED_WORKER_START_CPU)
-        if self.executor == "ray":
-            return sweep_estimate(configs, executor="ray", slots=_ray_slots(), start_wall=ASSUMED_RAY_START_S,
-                                  start_known=False)
-        return sweep_estimate(configs, executor=self.executor, slots=1)
+        return self.service.estimate(configs)
 
     def show(self) -> None:
         state = self.state()
@@ -222,7 +213,7 @@ class IfcaSweep:
             self._draw(state)
 
     def _live(self) -> None:
-        self.job = sweep_jobs().get(self.folder)
+        self.job = self.service.get(self.rel)
         if self.job is None or not self.job.active:  # another driver, or ours just ended: read the folder
             self.status = sweep_status(self.folder)
         state = self.state()
@@ -236,6 +227,11 @@ class IfcaSweep:
         progress = self.job.progress if self.job is not None else None
         if progress is None and self.status is not None and state == "running":
             progress = {"eta_seconds": self.status.eta_seconds}
+        if self.job is not None and self.job.state == QUEUED_STATE:
+            position = self.job.position
+            st.info(f"Queued: {f'number {position} in line' if position else 'starting'} for a place among the "
+                    "jobs and sweeps this server runs at once" + (f" ({self.job.waiting})" if self.job.waiting else "")
+                    + ". It starts by itself.", icon=":material/schedule:")
         V.sweep_progress(rows, state=state, progress=progress, elapsed=sweep_seconds(self.folder), where=where)
         shown = st.session_state.get(self.estimate_key)
         if shown and shown[0] == self.rel and shown[1] is not None:
@@ -264,15 +260,3 @@ def page_body(sweep: IfcaSweep) -> dict:
         sweep.show()
     return {"run": ref if old is not None else None, "algos": init_algos(), "modes": init_modes(), "seeds": seeds()}
 
-
-def _ray_slots() -> int:
-    try:
-        import ray
-
-        if ray.is_initialized():
-            return int(ray.cluster_resources().get("CPU", 1))
-    except Exception:
-        pass
-    from cfl_core.sweep.executors import cpu_count
-
-    return cpu_count()

@@ -1,9 +1,11 @@
-"""The Sweeps page: every sweep folder (command line or dashboard) with its progress, a grid view of its results,
-and a small form that starts one from the Playground's config.
+"""The Sweeps page: the sweep folders this browser sees (its own, the command line's, those it holds a link to)
+with their progress, a grid view of a sweep's results, and a small form that starts one from the Playground's config.
 
-`render()` draws it all under the page's header: the start form (cfl_ui.form.sweep_form's spec, started by
-cfl_ui.jobs.sweep_launch), the list of sweeps with a live progress bar for running ones, and the chosen sweep's
-heatmap (cfl_ui.charts.sweep_grid), its cells and their runs, each one click from the Playground.
+`render()` draws it all under the page's header: the start form (cfl_ui.form.sweep_form's spec, checked, estimated
+and started by the one sweep service, cfl_ui.jobs.sweep_service, as the IFCA page's sweeps are), the list of sweeps
+with a live progress bar for running ones, and the chosen sweep (`?sweep=<folder>`: a link shows it to anyone,
+read-only): its owner's Stop / Resume / Delete, its heatmap (cfl_ui.charts.sweep_grid), its cells and their runs,
+each one click from the Playground.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from cfl_core.files import TABLE_LIMIT, read_text
 from cfl_core.protocols import PROTOCOLS
 from cfl_core.sweep import SweepSpec
 from cfl_core.sweep.folder import RESULTS_FILE, SWEEP_FILE
-from cfl_core.sweep.status import RUNNING, list_sweeps, load_sweep
+from cfl_core.sweep.status import RUNNING, load_sweep
 from cfl_core.sweep.tables import GRID_MEASURES, grid_cells, protocol_note, protocols_in
 
 from ..charts.draw import chart
@@ -28,7 +30,9 @@ from ..form import session as S
 from ..form.controls import default_config
 from ..form.sweep_form import form_spec, sweepable_fields
 from ..jobs.run_refs import runs_dir, slug
-from ..jobs.sweep_launch import MAX_PAGE_POINTS, default_workers, start_sweep, time_estimate
+from ..jobs.sweep_pool import executor_text
+from ..jobs.sweep_service import SweepRefused
+from .sweep_controls import sweep_actions
 
 P = "sweeps"
 SEL_KEY = f"{P}.selected"
@@ -42,13 +46,22 @@ def duration(seconds) -> str:
 
 
 def listing(root: Path):
-    """Every sweep folder's status, and the table's rows."""
-    statuses = list_sweeps(root)
+    """The statuses of the sweep folders this browser sees, the table's rows (with this browser's sweeps queued
+    here that have no folder yet), and how many sweeps of other browsers are hidden."""
+    service = S.manager().sweeps
+    statuses, hidden = service.listed(S.owner(), S.known())
+    live = {j.rel: j for j in service.jobs(S.owner()) if j.active}
     # a damaged sweep is listed with the reason (the table shows text as it is: no markup)
-    rows = [{"sweep": str(s.folder.relative_to(root)), "state": s.listed_state, "done": f"{s.finished}/{s.points}",
-             "failed": s.failed, "running": s.running, "ETA": duration(s.eta_seconds),
-             "problem": "; ".join(s.problems)[:300]} for s in statuses]
-    return statuses, rows
+    rows = []
+    for s in statuses:
+        rel = s.folder.relative_to(root).as_posix()
+        job = live.pop(rel, None)
+        rows.append({"sweep": rel, "state": "queued" if job is not None and job.state == "queued" else s.listed_state,
+                     "done": f"{s.finished}/{s.points}", "failed": s.failed, "running": s.running,
+                     "ETA": duration(s.eta_seconds), "problem": "; ".join(s.problems)[:300]})
+    rows[:0] = [{"sweep": rel, "state": job.state, "done": f"0/{job.points}", "failed": 0, "running": 0, "ETA": "",
+                 "problem": ""} for rel, job in live.items()]
+    return statuses, rows, hidden
 
 
 def start_form(root: Path, expanded: bool) -> bool:
@@ -64,38 +77,49 @@ def start_form(root: Path, expanded: bool) -> bool:
             grid_text[name] = st.text_input(f"{name} values", key=f"{P}.values.{name}",
                                             value="0, 1, 2" if name == "seed" else str(base.get(name, "")))
         name = st.text_input("Name", value=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}", key=f"{P}.name")
-        problem = None
-        spec = points = None
+        service = S.manager().sweeps
+        rel = f"sweeps/{slug(name)}"
+        problem = spec = plan = None
         try:
             spec = form_spec(slug(name), base, grid_text)
-            expansion = SweepSpec.from_dict(spec).expand(max_points=MAX_PAGE_POINTS)
-            points = expansion.points
-            if expansion.invalid:
-                problem = expansion.report(limit=5)
-            elif (root / "sweeps" / slug(name) / SWEEP_FILE).exists():
+            if (root / rel / SWEEP_FILE).exists() or service.get(rel) is not None:
                 problem = f"A sweep named {slug(name)} exists: choose another name."
-        except ConfigError as exc:
+            else:
+                plan = service.plan(spec)  # every point as the Playground checks a run: too large is refused here
+        except (ConfigError, SweepRefused) as exc:
             problem = str(exc)
-        if points is not None and not problem:
-            workers = default_workers()
-            st.markdown(f"**{len(points)} points**, {time_estimate([p.config for p in points], workers)}.")
+        if plan is not None and not problem:
+            with st.spinner("Measuring a run of each algorithm here for the estimate…"):
+                est = service.estimate(plan.configs, slots=plan.slots)
+            st.markdown(f"**{len(plan.configs)} points**, {est.describe()} on "
+                        f"{executor_text(plan.executor, plan.address)} ({plan.slots} at once).")
+            st.caption(est.basis)
         elif problem:
             st.error(problem, icon=":material/error:")
-        if st.button("Start sweep", type="primary", disabled=bool(problem) or not points, key=f"{P}.start"):
-            folder = root / "sweeps" / slug(name)
-            start_sweep(spec, folder)
-            st.session_state[SEL_KEY] = str(folder.relative_to(root))
-            st.toast(f"Sweep {slug(name)} started ({len(points)} runs).")
-            time.sleep(0.5)
+        if st.button("Start sweep", type="primary", disabled=bool(problem) or plan is None, key=f"{P}.start"):
+            try:  # checked again: another browser may have taken the name since
+                job = service.start(spec, rel, owner=S.owner(), kind="sweeps", title=slug(name))
+            except (ConfigError, SweepRefused) as exc:
+                st.error(str(exc), icon=":material/error:")
+                return False
+            st.session_state[SEL_KEY] = rel
+            st.toast(f"Sweep {slug(name)} {'queued' if job.state == 'queued' else 'started'} "
+                     f"({len(plan.configs)} runs).")
             return True
     return False
 
 
-def progress_panel(root: Path, statuses) -> None:
-    """A progress bar per running sweep, redrawn every REFRESH_S seconds while any runs."""
-    @st.fragment(run_every=REFRESH_S if any(s.state == RUNNING for s in statuses) else None)
+def progress_panel(root: Path, statuses, rows) -> None:
+    """A progress bar per running sweep this browser sees, redrawn every REFRESH_S seconds while any runs or waits."""
+    waiting = any(r["state"] == "queued" for r in rows)
+
+    @st.fragment(run_every=REFRESH_S if waiting or any(s.state == RUNNING for s in statuses) else None)
     def panel():
-        for s in list_sweeps(root):
+        for job in S.manager().sweeps.jobs(S.owner()):
+            if job.active and job.state == "queued":
+                st.progress(0.0, text=f"{md(job.rel)}: queued" + (f", number {job.position} in line"
+                                                                   if job.position else ""))
+        for s in S.manager().sweeps.listed(S.owner(), S.known())[0]:
             if s.state == RUNNING:
                 st.progress((s.finished + s.failed) / max(1, s.points),
                             text=f"{md(s.folder.relative_to(root))}: {s.finished} done, {s.running} running, {s.failed} "
@@ -114,6 +138,11 @@ def sweep_results(root: Path, chosen: str) -> None:
     folder = root / chosen
     saved = load_sweep(folder)
     st.divider()
+    job = S.manager().sweeps.get(chosen)
+    if saved is None and job is not None and job.active:  # queued: its folder is written when it starts
+        st.markdown(f"### {md(job.title)}  \n{code(chosen)} — {job.state}, {job.points} runs")
+        sweep_actions(chosen, None, f"{P}.act", on_deleted=_deleted)
+        st.stop()
     if saved is None:  # removed since the listing
         st.info(f"The sweep {code(chosen)} is gone.", icon=":material/folder_off:")
         st.stop()
@@ -121,6 +150,7 @@ def sweep_results(root: Path, chosen: str) -> None:
     # the name and description are the spec's text: shown literally (a link or an image in them stays text)
     st.markdown(f"### {md(status.name)}  \n{code(chosen)} — {status.listed_state}, {status.finished} of "
                 f"{status.points} finished" + (f", {status.failed} failed" if status.failed else ""))
+    sweep_actions(chosen, status, f"{P}.act", on_deleted=_deleted)
     if status.description:
         st.caption(md(status.description))
     if status.problems:
@@ -178,18 +208,30 @@ def cell_runs(chosen: str, data: list[dict], cell: dict, by: list[str]) -> None:
                     query_params={"run": ref})
 
 
+def _deleted() -> None:
+    st.session_state.pop(SEL_KEY, None)
+    st.query_params.pop("sweep", None)
+
+
 def render() -> None:
     """The page under its header: the start form, the sweeps and their progress, the chosen sweep's results."""
     root = runs_dir()
-    statuses, rows = listing(root)
+    url = st.query_params.get("sweep")
+    if url and st.session_state.get(f"{P}._url") != url:  # a link: its sweep is listed and shown, read-only
+        st.session_state[f"{P}._url"] = url
+        S.known().add(url.strip())
+        st.session_state[SEL_KEY] = url.strip()
+    statuses, rows, hidden = listing(root)
     if start_form(root, expanded=not rows):
-        statuses, rows = listing(root)
+        statuses, rows, hidden = listing(root)
+    if hidden:
+        st.caption(f"{hidden} sweeps of other browsers are hidden (open them by their link).")
     if not rows:
         st.info("No sweeps yet. Start one above, or from a terminal: "
                 "`python -m cfl_core sweep sweeps/digits-same-init.yaml --out runs/sweeps/digits-same-init`.",
                 icon=":material/grid_on:")
         st.stop()
-    progress_panel(root, statuses)
+    progress_panel(root, statuses, rows)
     table = st.dataframe(pd.DataFrame(rows), key=f"{P}.table", on_select="rerun", selection_mode="single-row",
                          hide_index=True, width="stretch")
     picked = picked_row(table)
@@ -198,4 +240,5 @@ def render() -> None:
     chosen = st.session_state.get(SEL_KEY) or rows[0]["sweep"]
     if chosen not in {r["sweep"] for r in rows}:
         chosen = rows[0]["sweep"]
+    st.query_params["sweep"] = chosen  # the page's link shows this sweep
     sweep_results(root, chosen)
