@@ -1,4 +1,5 @@
-"""Runs: every saved run (also those started from the CLI), reopened with all the Playground's charts."""
+"""Runs: every saved run (also those started from the CLI), reopened with all the Playground's charts; a sweep is one
+row, whose runs open beneath it."""
 import html
 
 import streamlit as st
@@ -30,6 +31,7 @@ if url_ref and st.session_state.get(f"{P}._url") != url_ref:
     if parse_ref(url_ref):
         st.session_state[SEL_KEY] = url_ref.strip()
         S.remember(url_ref)  # before listing: a link's run is listed (and shown) on its first load
+        S.known().add(url_ref.strip())  # a link to a sweep (its folder) shows the sweep
     else:
         st.warning(f"run={md(repr(url_ref))} in the link was ignored (not the reference of a run).",
                    icon=":material/link:")
@@ -38,15 +40,20 @@ rows = R.whole_side_by_side(rows)
 
 with st.sidebar:
     st.markdown("### Filter")
-    kinds = sorted({r.kind for r in rows}, key=R.kind_order)
+    top = [r for r in rows if not r.sweep]  # a sweep's runs are listed under it
+    kinds = sorted({r.kind for r in top}, key=R.kind_order)
     R.show_new_kinds(kinds, f"{P}.kinds")
     chosen = st.multiselect("Started from", kinds, default=kinds, format_func=lambda k: R.KINDS.get(k, k),
                             key=f"{P}.kinds")
     text = st.text_input("Search", key=f"{P}.search", placeholder="algorithm, data set, id…")
-    st.caption(f"{len(rows)} runs here" + (f"; {hidden} from other browsers are hidden (open them by their link)"
-                                             if hidden else "") + ".")
+    st.caption(f"{len(top)} runs and sweeps here" + (f"; {hidden} from other browsers are hidden (open them by their "
+                                                     "link)" if hidden else "") + ".")
 
-shown = [r for r in rows if r.kind in chosen and R.matches(r, text)]
+in_sweep = {}
+for r in rows:
+    if r.sweep:
+        in_sweep.setdefault(r.sweep, []).append(r)
+shown = [r for r in top if r.kind in chosen and R.matches(r, text, in_sweep.get(r.ref, ()) if r.kind == "sweep" else ())]
 if not rows:
     st.info("No saved runs yet. Run something in the Playground, or from a terminal: "
             "`python -m cfl_core run --algorithm clove --models 4 --out runs/my-first-run`.",
@@ -58,6 +65,14 @@ picked = R.pick(shown, f"{P}.table.{st.session_state.get(GEN_KEY, 0)}")
 if picked:
     st.session_state[SEL_KEY] = picked
 ref = st.session_state.get(SEL_KEY)
+by_ref = {r.ref: r for r in rows}
+group = by_ref[ref].sweep or (ref if by_ref[ref].kind == "sweep" else None) if ref in by_ref else None
+if group in by_ref:  # a sweep, or a run of one (a link): the sweep, its actions and its runs' table
+    inner = R.sweep_panel(by_ref[group], in_sweep.get(group, []), P, on_deleted=on_deleted)
+    ref = inner or (ref if ref != group else None)
+    if ref is None:
+        st.query_params.from_dict({"run": group})
+        st.stop()
 refs = {r.ref for r in rows}
 if ref not in refs:
     whole_ref = parse_ref(ref)[0] if ref and parse_ref(ref) else None
@@ -86,8 +101,13 @@ with act:
     a1, a2, a3 = st.columns(3)
     a1.page_link("pages/playground.py", label="Open in Playground", icon=":material/science:",
                  query_params={"run": ref})
-    R.resume_action(a2, snap, parsed[0], manager, P)
-    R.delete_action(a3, snap, parsed[0], manager, P, on_deleted=on_deleted)
-R.ownership_note(snap)
+    if group is None:
+        R.resume_action(a2, snap, parsed[0], manager, P)
+        R.delete_action(a3, snap, parsed[0], manager, P, on_deleted=on_deleted)
+if group is None:
+    R.ownership_note(snap)
+else:
+    st.caption(f":material/grid_on: A run of the sweep {code(group)}: it is stopped, resumed and deleted with the "
+               "sweep (above).")
 
 live_view(ref, parsed[1] if len(snap.units) > 1 else None, f"{P}.view", initial_status=snap.status)

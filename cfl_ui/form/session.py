@@ -201,7 +201,9 @@ def why_not_resume(snap: JobSnapshot) -> str | None:
 
 def visible_runs() -> tuple[list, int]:
     """The saved runs this browser sees, newest first (its own, the CLI's, and other browsers' it holds a
-    link to), and how many runs of other browsers stay hidden."""
+    link to), and how many runs of other browsers stay hidden. A sweep is a row of its own (kind "sweep") and its
+    runs' rows name it (`sweep`); another browser's sweep is hidden whole, and a link to it or to one of its runs
+    shows it whole."""
     from ..jobs.store import list_rows
 
     jobs = manager()
@@ -210,7 +212,13 @@ def visible_runs() -> tuple[list, int]:
     if hidden:
         everyone, _ = list_rows(jobs.root, None, live)
         mine = {r.ref for r in rows}
-        rows += [r for r in everyone if r.job in known() and r.ref not in mine]
+        linked = known()
+
+        def opened(r) -> bool:  # a link to the run, or to its sweep or any run of its sweep
+            group = r.sweep or (r.ref if r.kind == "sweep" else "")
+            return r.job in linked or bool(group) and any(k == group or k.startswith(group + "/") for k in linked)
+
+        rows += [r for r in everyone if r.ref not in mine and opened(r)]
         rows.sort(key=lambda r: (r.created, r.ref), reverse=True)
     return rows, hidden
 

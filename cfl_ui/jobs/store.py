@@ -37,6 +37,7 @@ from cfl_core.records import CONFIG_FILE, HEARTBEAT_FILE
 from cfl_core.run_reader import clean_config, read_json_object, walk_run_folders
 
 from .run_refs import UI_FILE, parse_ref, valid_part
+from .sweep_owner import sweep_owner
 from .snapshots import (DAMAGED, DIVERGED, ELSEWHERE, FAILED, FINISHED, INTERRUPTED, LIVE, PENDING, STOPPED,
                         JobSnapshot, UnitSnapshot)
 
@@ -345,6 +346,7 @@ class RunRow:
     created: float
     owner: str
     problem: str = ""  # why the run is listed as damaged
+    sweep: str = ""  # the sweep folder the run belongs to (its row groups them); "" for a run of no sweep
 
 
 def _summary_row(folder: Path) -> tuple[dict, dict, str]:
@@ -357,12 +359,15 @@ def _summary_row(folder: Path) -> tuple[dict, dict, str]:
 
 
 def _walk(root: Path):
-    """(relative parts, folder, "job" | "run") for every dashboard job and CLI run folder under root.
+    """(relative parts, folder, "job" | "run" | "sweep") for every dashboard job, CLI run folder and sweep folder
+    under root.
 
     The core's walk (cfl_core.run_reader.walk_run_folders): at most MAX_DEPTH levels down, skipping
-    hidden folders and names a reference cannot carry, never descending into a job or run folder
+    hidden folders and names a reference cannot carry, never descending into a job, run or sweep folder
     (nor following a symlink). A folder with ui.json is a job even when it also holds config.json."""
-    kinds = {UI_FILE: "job", CONFIG_FILE: "run"}
+    from cfl_core.sweep.status import MARKERS
+
+    kinds = {UI_FILE: "job", CONFIG_FILE: "run", **{marker: "sweep" for marker in MARKERS}}
     for rel, folder, marker in walk_run_folders(root, markers=tuple(kinds), max_depth=MAX_DEPTH, accept=_listable):
         yield rel, folder, kinds[marker]
 
@@ -438,6 +443,13 @@ def list_rows(root: Path, owner: str | None, live: dict[str, str] | None = None)
             if kind == "run":
                 rows.append(_cli_row(rel, folder))
                 continue
+            if kind == "sweep":
+                sweep_owner_id = sweep_owner(folder)
+                if owner is not None and sweep_owner_id and sweep_owner_id != owner:
+                    hidden += 1
+                    continue
+                rows += _sweep_rows(rel, folder, sweep_owner_id)
+                continue
             ui, problem = read_ui(folder)
             if ui is None:
                 rows.append(RunRow(job_id, job_id, "?", job_id, "?", "?", "?", DAMAGED, "?", None, None,
@@ -452,6 +464,45 @@ def list_rows(root: Path, owner: str | None, live: dict[str, str] | None = None)
             continue
     rows.sort(key=lambda r: (r.created, r.ref), reverse=True)
     return rows, hidden
+
+
+def _sweep_rows(rel: tuple, folder: Path, owner: str) -> list[RunRow]:
+    """A sweep as one row (its state, finished/all runs, the mean final accuracy and ARI of its finished runs) and
+    its runs' rows, each marked with the sweep (the Runs page lists them under it)."""
+    from statistics import fmean
+
+    from cfl_core.sweep.status import sweep_status
+
+    from .sweep_owner import SWEEP_KINDS, read_sweep_ui, sweep_kind
+
+    status = sweep_status(folder)
+    if status is None:
+        return []
+    sweep_id = "/".join(rel)
+    kind = sweep_kind(folder)
+    runs = []
+    for sub, run, _ in walk_run_folders(folder, markers=(CONFIG_FILE,), max_depth=MAX_DEPTH, accept=_listable):
+        row = _cli_row((*rel, *sub), run)
+        row.kind, row.owner, row.sweep, row.title = kind, owner, sweep_id, "/".join(sub)
+        runs.append(row)
+    done = [r for r in runs if r.status == FINISHED]
+
+    def joined(values) -> str:
+        values = sorted(set(values))
+        return ", ".join(values[:4]) + (f" (+{len(values) - 4})" if len(values) > 4 else "") if values else "?"
+
+    def mean(values) -> float | None:
+        values = [v for v in values if v is not None]
+        return fmean(values) if values else None
+
+    created = _number(read_sweep_ui(folder).get("created")) or _mtime(folder)
+    sweep = RunRow(ref=sweep_id, job=sweep_id, kind="sweep", title=f"{clean_label(status.name, sweep_id)} "
+                   f"({SWEEP_KINDS[kind]})", algorithm=joined(r.algorithm for r in runs),
+                   dataset=joined(r.dataset for r in runs), partition=joined(r.partition for r in runs),
+                   status=status.listed_state, rounds=f"{status.finished}/{status.points} runs",
+                   final_accuracy=mean(r.final_accuracy for r in done), final_ari=mean(r.final_ari for r in done),
+                   created=created, owner=owner, problem="; ".join(status.problems)[:300])
+    return [sweep, *runs]
 
 
 def _mtime(folder: Path) -> float:

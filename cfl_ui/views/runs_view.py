@@ -1,5 +1,6 @@
-"""The Runs page's pieces: the table of saved runs to pick from, a run's actions (open, resume, delete after asking,
-each for its owner only, with the reason shown to everyone else) and its downloads."""
+"""The Runs page's pieces: the table of saved runs to pick from (a sweep as one row, its runs in a table of their
+own when it is picked), a run's actions (open, resume, delete after asking, each for its owner only, with the reason
+shown to everyone else), a sweep's (cfl_ui.views.sweep_controls) and its downloads."""
 from __future__ import annotations
 
 import time
@@ -13,7 +14,7 @@ from ..jobs.store import delete_job, job_owner
 from ..charts.tables import PERCENT, pct
 
 KINDS = {"playground": "Playground", "lesson": "Lesson", "compare": "Compare", "ifca-init": "IFCA init",
-         "cli": "CLI"}
+         "sweep": "Sweep", "sweeps": "Sweeps", "cli": "CLI"}
 
 
 def whole_side_by_side(rows) -> list:
@@ -40,9 +41,28 @@ def kind_order(kind: str) -> int:
     return list(KINDS).index(kind) if kind in KINDS else 9
 
 
-def matches(row, text: str) -> bool:
-    """Whether a run's row holds the search text (anywhere in its id, title, algorithm or data)."""
-    return not text or text.lower() in f"{row.ref} {row.title} {row.algorithm} {row.dataset} {row.partition}".lower()
+def matches(row, text: str, runs=()) -> bool:
+    """Whether a run's row (or one of `runs`, a sweep's) holds the search text (anywhere in its id, title,
+    algorithm or data)."""
+    return not text or any(text.lower() in f"{r.ref} {r.title} {r.algorithm} {r.dataset} {r.partition}".lower()
+                           for r in (row, *runs))
+
+
+def sweep_panel(row, runs: list, key: str, on_deleted) -> str | None:
+    """A sweep picked in the table: its state, its owner's Stop / Resume / Delete (the reason for everyone else), a
+    link to it on the Sweeps page, and its runs as a table; the reference of the run picked there, if any."""
+    from cfl_core.sweep.status import sweep_status
+
+    from ..jobs.run_refs import runs_dir
+    from .sweep_controls import sweep_actions
+
+    st.divider()
+    st.markdown(f"### {md(row.title)}  \n{code(row.ref)} — {md(row.status)}, {md(row.rounds)} finished")
+    sweep_actions(row.ref, sweep_status(runs_dir() / row.ref), f"{key}.sweep", on_deleted=on_deleted)
+    st.page_link("pages/sweeps.py", label="Open in Sweeps (its grid of results)", icon=":material/grid_on:",
+                 query_params={"sweep": row.ref})
+    st.markdown(f"**Its {len(runs)} runs** — select one to open it below")
+    return pick(runs, f"{key}.sweep_runs.{row.ref}") if runs else None
 
 
 def pick(rows, key: str):
