@@ -34,6 +34,7 @@ from .sweep_pool import executor_choice, kept_pool
 
 MAX_POINTS = 500  # a sweep started from a page (the CLI's limit is --max-points)
 SPEC_FILE = "spec.json"
+KEEP_ENDED = 64  # ended sweeps kept in memory (how they ended: stopped, failed and why); older ones are read from disk
 
 
 class SweepRefused(ValueError):
@@ -209,6 +210,9 @@ class SweepService:
                            slots=plan.slots, memory_bytes=plan.memory_bytes, points=len(plan.configs),
                            max_points=max_points)
             self._jobs[rel] = job
+            ended = [k for k, j in self._jobs.items() if not j.active]
+            for k in ended[: max(0, len(ended) - KEEP_ENDED)]:
+                del self._jobs[k]  # an old ended sweep is read from its folder
         return job.start()
 
     def resume(self, rel: str, owner: str) -> SweepJob:
