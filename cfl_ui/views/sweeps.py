@@ -18,7 +18,6 @@ import streamlit as st
 from cfl_core.errors import ConfigError
 from cfl_core.files import TABLE_LIMIT, read_text
 from cfl_core.protocols import PROTOCOLS
-from cfl_core.sweep import SweepSpec
 from cfl_core.sweep.folder import RESULTS_FILE, SWEEP_FILE
 from cfl_core.sweep.status import RUNNING, load_sweep
 from cfl_core.sweep.tables import GRID_MEASURES, grid_cells, protocol_note, protocols_in
