@@ -245,10 +245,14 @@ def test_compare_ifca_runs_and_sweeps_read_well_at_every_size(site):
         B.wait_text(page, "6 of 6 runs done", 300)
         B.settle(page)
         read_at(page, 0)
+        caption = page.get_by_text("Sweep folder:").first.inner_text()
+        sweep = re.search(r"sweeps/ifca-init-[0-9a-f]+", caption).group(0)
     finally:
         page.close()
-    # Runs: the Playground run above reopened; Sweeps: the IFCA page's sweep (the first listed) and its heatmap
-    for path, charts, text in ((f"/runs?run={run}", 3, "Open in Playground"), ("/sweeps", 1, "ifca-init-")):
+    # Runs: the Playground run above reopened; Sweeps: the IFCA page's sweep and its heatmap (each page is another
+    # browser here: a link shows another browser's run or sweep)
+    for path, charts, text in ((f"/runs?run={run}", 3, "Open in Playground"), (f"/sweeps?sweep={sweep}", 1,
+                                                                                "ifca-init-")):
         page = open_page(browser, url + path, SIZES[0])
         try:
             page.get_by_text(text).first.wait_for(timeout=60000)
