@@ -163,6 +163,22 @@ def test_playground_refuses_requests_too_large_with_the_estimate(runs):
     assert at.button(key="pg.run_btn").disabled
 
 
+def test_a_run_above_the_servers_memory_budget_is_refused_with_a_message_not_a_traceback(runs):
+    """The form's estimate passes, the server's budget for all jobs (CFL_UI_MEMORY_MB) does not: one message."""
+    from cfl_ui.form.session import manager
+
+    at = ok(app())
+    budget = manager().scheduler.memory_limit
+    manager().scheduler.memory_limit = 1  # a byte: any job is above it
+    try:
+        at.button(key="pg.run_btn").click()
+        ok(at.run())
+    finally:
+        manager().scheduler.memory_limit = budget
+    assert any("Too large for this machine" in e and "the limit for all jobs here" in e for e in errors(at)), errors(at)
+    assert not at.exception
+
+
 def test_missing_data_set_is_disabled_with_its_how_to(runs, monkeypatch):
     import cfl_core.data as data
     from cfl_ui.form import controls

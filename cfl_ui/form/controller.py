@@ -166,11 +166,17 @@ class JobController:
         if not est.ok:
             st.session_state[self.flash_key] = est.message()
             return
+        from ..jobs.manager import MemoryRefused
+
         old = self.job()
         if old is not None and old.status in LIVE:
             old.stop()  # new settings replace the paused run (its finished rounds stay on disk)
-        job = S.manager().submit(units, kind=self.kind, title=title, owner=S.owner(), schedule=self.schedule,
-                                 start=start)
+        try:
+            job = S.manager().submit(units, kind=self.kind, title=title, owner=S.owner(), schedule=self.schedule,
+                                     start=start)
+        except MemoryRefused as exc:  # above the server's budget for all jobs (CFL_UI_MEMORY_MB): said, not raised
+            st.session_state[self.flash_key] = str(exc)
+            return
         S.remember(job.id)
         st.session_state[self.run_key] = job.id
 
