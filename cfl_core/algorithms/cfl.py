@@ -257,7 +257,9 @@ class CFL(Algorithm):
     label = "CFL (Sattler)"
     summary = "One cluster at first; a cluster splits in two when its clients' updates disagree (cosine similarity)."
     Options = CFLOptions
-    state_classes = (TreeNode,)  # the parameter tree is checkpointed with the models
+    # the parameter tree is checkpointed with the models, and with optimizer_state=persistent every client's
+    # optimiser state (a run of the authors'-code profile died after round 0 when it was not in this list)
+    state_classes = (TreeNode, OptimizerMemory)
 
     @classmethod
     def validate_config(cls, cfg) -> None:

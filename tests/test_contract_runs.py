@@ -1,0 +1,132 @@
+"""The generated contract, runs: every valid combination of settings runs, checkpoints and resumes identically.
+
+For every registered algorithm Hypothesis draws whole configs from the settings declarations
+(tests/contract_space.py: the experiment fields, the algorithm's Options, the shift's Options, a
+profile, a protocol, newcomers, partial participation, unsupervised training) at small sizes, and
+checks for each valid one:
+- it runs to the end through the CLI (`run --config FILE`), writing a checkpoint after every round;
+- a second run of the same config stopped after a drawn round (closed, or killed: no summary, and
+  possibly with the next round's line written but not its checkpoint) and continued with
+  `run --resume` writes records identical to the uninterrupted run's (so the same seed gives the
+  same records, and the whole state goes through the checkpoint);
+- the traffic ledger is consistent (whole floats, totals that add up, traffic where clients train).
+A config the cross-field rules refuse must say which field (ConfigError naming a declared setting);
+Hypothesis then draws another. `make test` runs a fixed, derandomised set (contract_space.RUN_EXAMPLES
+per algorithm); `make fuzz` many more. Every combination found broken is pinned below as an example.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from hypothesis import assume, example, given, note
+from hypothesis import strategies as st
+
+from cfl_core.algorithms import ALGORITHMS
+from cfl_core.cli import main
+from cfl_core.config import ExperimentConfig
+from cfl_core.errors import ConfigError
+from cfl_core.records import CHECKPOINT_FILE, ROUNDS_FILE, SUMMARY_FILE
+from tests.contract_space import experiment_configs, experiment_settings, option_settings, shift_settings
+
+FLOAT_BYTES = 4
+
+
+def names_a_setting(exc: ConfigError, config: ExperimentConfig) -> bool:
+    """The error names a declared field, an option of the algorithm or of the shift (or a fixed rule's name)."""
+    head, _, tail = exc.parameter.partition(".")
+    if head == "options":
+        return tail in option_settings(config.algorithm)
+    if head == "shift_options":
+        return tail in shift_settings(config.shift)
+    return head in experiment_settings()
+
+
+def written(folder) -> list[dict]:
+    out = [json.loads(line) for line in (folder / ROUNDS_FILE).read_text().splitlines()]
+    for r in out:
+        r.pop("seconds")
+    return out
+
+
+def summary(folder) -> dict:
+    data = json.loads((folder / SUMMARY_FILE).read_text())
+    data.pop("total_seconds")
+    return data
+
+
+def check_ledger(config: ExperimentConfig, records: list[dict], summary_: dict, model_bytes: int) -> None:
+    """Bytes are whole float32 values, the summary's total adds the rounds up, and a federated algorithm that
+    trains clients moves something up in every round, and one that keeps shared models sends at least one down."""
+    algo = ALGORITHMS[config.algorithm]
+    total = 0
+    for r in records:
+        for key in ("bytes_down", "bytes_up"):
+            assert isinstance(r[key], int) and r[key] >= 0 and r[key] % FLOAT_BYTES == 0, (key, r[key])
+        total += r["bytes_down"] + r["bytes_up"]
+        if config.algorithm != "local" and r["participants"]:
+            assert r["bytes_up"] > 0, f"round {r['round']}: participants sent nothing back"
+            if not algo.one_model_per_client:  # personalised models (FedProto) may receive nothing at first
+                assert r["bytes_down"] >= model_bytes, f"round {r['round']}: participants trained on no model sent"
+    assert summary_["total_bytes"] == total
+
+
+def run_contract(config: ExperimentConfig, stop_after: int, killed: bool, torn: bool, tmp_path) -> None:
+    note(f"config: {config.to_json()}")
+    try:
+        config.validate()
+    except ConfigError as exc:
+        assert names_a_setting(exc, config), f"a refused combination must name its field: {exc}"
+        assume(False)  # a combination the cross-field rules forbid: draw another
+    folder_a, folder_b = tmp_path / "whole", tmp_path / "stopped"
+    for f in (folder_a, folder_b):
+        shutil.rmtree(f, ignore_errors=True)
+    config_file = tmp_path / "config.json"
+    config_file.write_text(config.to_json())
+    code = main(["run", "--config", str(config_file), "--out", str(folder_a)])
+    whole = summary(folder_a)
+    assert code == (0 if whole["status"] == "finished" else 1), whole
+    records = written(folder_a) if (folder_a / ROUNDS_FILE).exists() else []
+    assert (folder_a / CHECKPOINT_FILE).exists() == bool(records)  # a checkpoint after every finished round
+    meta = json.loads((folder_a / "meta.json").read_text())
+    if whole["status"] == "finished":
+        assert len(records) == config.rounds
+    check_ledger(config, records, whole, meta["model_bytes"])
+
+    # the same config again, stopped (or killed) after `stop_after` rounds, then resumed from the CLI
+    from cfl_core.experiment import Experiment
+
+    stop_after = min(stop_after, len(records))
+    if stop_after == 0:
+        return  # diverged in its first round (a learning rate too large for the drawn data): nothing to resume
+    exp = Experiment(config, out_dir=folder_b)
+    for _ in range(stop_after):
+        exp.step()
+    assert (folder_b / CHECKPOINT_FILE).exists()
+    if killed:
+        exp.writer.close()  # SIGKILL: no summary; the folder holds what the finished rounds wrote
+        if torn and stop_after < len(records):
+            # killed between the next round's line and its checkpoint: that round runs again
+            with open(folder_b / ROUNDS_FILE, "a", encoding="utf-8") as fh:
+                fh.write((folder_a / ROUNDS_FILE).read_text().splitlines()[stop_after] + "\n")
+    else:
+        exp.close()
+    if stop_after == config.rounds and not killed:
+        assert written(folder_b) == records  # finished: nothing to resume, and the same records
+        return
+    code = main(["run", "--resume", str(folder_b)])
+    assert written(folder_b) == records, "a resumed run wrote other records than the uninterrupted one"
+    assert summary(folder_b) == whole
+    assert code == (0 if whole["status"] == "finished" else 1)
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+@given(data=st.data())
+def test_every_valid_combination_runs_checkpoints_and_resumes_identically(algorithm, data, tmp_path):
+    config, profile = data.draw(experiment_configs(algorithm), label="config")
+    note(f"profile: {profile}")
+    stop_after = data.draw(st.integers(1, config.rounds), label="stop after")
+    killed = data.draw(st.booleans(), label="killed")
+    torn = data.draw(st.booleans(), label="torn") if killed else False
+    run_contract(config, stop_after, killed, torn, tmp_path)
