@@ -127,7 +127,8 @@ def invalid_value(s: Setting, *, text: bool = False) -> st.SearchStrategy:
         bad.append(st.sampled_from(["yes", "1", "on"] if text else ["true", 1, 0, "yes"]))
     if not text:
         # the wrong type in a typed source (a config file, a sweep spec): a list, an object, a bool for a number
-        wrong = [[1, 2], {"a": 1}]
+        # (a text holding a list takes a flat list of numbers or names, so its wrong list nests one)
+        wrong = [[[1], 2] if s.list_as_text else [1, 2]] + ([] if s.kind is dict else [{"a": 1}])
         if s.kind in (int, float):
             wrong += [True, "3"]
         if s.kind is str:
