@@ -130,3 +130,65 @@ def test_every_valid_combination_runs_checkpoints_and_resumes_identically(algori
     killed = data.draw(st.booleans(), label="killed")
     torn = data.draw(st.booleans(), label="torn") if killed else False
     run_contract(config, stop_after, killed, torn, tmp_path)
+
+
+# -- every algorithm under every declared partition and shift (folded in from test_new_algorithms_everywhere) ---
+TINY = dict(dataset="digits", clusters=2, clients_per_cluster=3, samples_per_client=24, rounds=2, local_epochs=1,
+            device="cpu")
+PARTITIONS = experiment_settings()["partition"].choices
+SHIFTS_DECLARED = [s for s in experiment_settings()["shift"].choices if s != "none"]
+
+
+def _check_placed(records, n):
+    for r in records:
+        assert len(r.client_accuracy) == n and r.accuracy is not None
+        assert all(a is not None for a, m in zip(r.client_accuracy, r.assignments) if m >= 0)
+
+
+def _tiny(algorithm: str, **changes) -> ExperimentConfig:
+    return ExperimentConfig(**{**TINY, "algorithm": algorithm, "models": 2, **changes})
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+@pytest.mark.parametrize("partition", PARTITIONS)
+def test_every_algorithm_runs_under_every_partition(algorithm, partition):
+    from cfl_core.experiment import Experiment
+
+    config = _tiny(algorithm, partition=partition)
+    try:
+        config.validate()
+    except ConfigError as exc:  # a partition the bundled digits cannot make is refused by name, never mid-run
+        assert names_a_setting(exc, config), exc
+        return
+    _check_placed(list(Experiment(config)), config.num_clients)
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+@pytest.mark.parametrize("shift", SHIFTS_DECLARED)
+def test_every_shift_with_newcomers_and_partial_participation(algorithm, shift):
+    from cfl_core.experiment import Experiment
+
+    options = {"probability": 1.0} if "probability" in shift_settings(shift) else {}
+    config = _tiny(algorithm, rounds=4, partition="label-skew-1", shift=shift, shift_options=options,
+                   newcomer_share=0.34, newcomer_round=2, participation=0.7)
+    records = list(Experiment(config))
+    _check_placed(records, config.num_clients)
+    assert records[2].extras.get("newcomers")
+
+
+def test_run_and_compare_every_algorithm_from_the_command_line(tmp_path, capsys):
+    base = ["--dataset", "digits", "--partition", "concept-shift", "--clusters", "2", "--clients-per-cluster", "2",
+            "--samples-per-client", "20", "--rounds", "2", "--device", "cpu"]
+    assert main(["run", "--algorithm", "pacfl", "--models", "2", "--option", "threshold=20", *base,
+                 "--out", str(tmp_path / "one")]) == 0
+    config = json.loads((tmp_path / "one" / "config.json").read_text())
+    assert config["options"] == {"threshold": 20.0}
+    names = sorted(ALGORITHMS)
+    assert main(["compare", "--algorithms", ",".join(names), *base, "--executor", "serial",
+                 "--out", str(tmp_path / "all")]) == 0
+    table = (tmp_path / "all" / "compare.md").read_text()
+    assert all(f"| {name} |" in table for name in names)
+    for name in names:
+        summary_ = json.loads((tmp_path / "all" / name / SUMMARY_FILE).read_text())
+        assert summary_["status"] == "finished"
+        assert (summary_["final_ari"] is None) == (not ALGORITHMS[name].has_clusters)
