@@ -172,6 +172,11 @@ class Algorithm(ABC):
     def run_round(self, round_index: int, participants: torch.Tensor) -> RoundOutcome:
         """One round with these participants: assign, train, aggregate."""
 
+    def select_participants(self, round_index: int, joined, count: int):
+        """The round's `count` participants among the `joined` client ids (a sorted numpy array) when the algorithm
+        chooses them by a rule of its own (FlexCFL's round-robin); None: the run's random draw, every algorithm's."""
+        return None
+
     def place_newcomers(self, clients: torch.Tensor, round_index: int) -> None:
         """Give clients that join now a model. Default: lowest loss (IFCA's rule, chosen on the client)."""
         losses = self.engine.loss_matrix(self.models, clients, uploads=False)
