@@ -36,8 +36,8 @@ _COMMON = dict(deadline=None, database=None, print_blob=True,
                suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow,
                                       HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 # `make test`: a fixed number of examples with a pinned seed (derandomised), so CI is deterministic.
-RUN_EXAMPLES = 4  # valid runs per algorithm (each runs, stops, resumes and is compared)
-VALUE_EXAMPLES = 60  # invalid values per source (CLI, config file, sweep spec, URL)
+RUN_EXAMPLES = 6  # valid runs per algorithm (each runs, stops, resumes and is compared)
+VALUE_EXAMPLES = 100  # invalid values per source (CLI, config file, sweep spec, URL)
 settings.register_profile("contract", max_examples=RUN_EXAMPLES, derandomize=True, **_COMMON)
 settings.register_profile("fuzz", max_examples=int(os.environ.get("CFL_FUZZ_EXAMPLES", "60")), **_COMMON)
 settings.load_profile(os.environ.get(PROFILE_ENV, "contract"))
