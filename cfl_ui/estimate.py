@@ -2,7 +2,8 @@
 
 The estimate counts floating-point work per round (local training, the loss
 matrix, evaluation) from the model's size and the client data, and memory
-tensor by tensor (`unit_memory`): the padded federation (twice under a
+tensor by tensor (`unit_memory`, in cfl_core/memory.py: the CLI's run, compare
+and sweep refuse by the same figures): the padded federation (twice under a
 distribution shift, which copies it), what the algorithm keeps between rounds
 (its K-hat models, or one per client; CFL's parameter tree, FlexCFL's
 directions) and what a round holds at its peak (the engine's bounded training
@@ -17,7 +18,6 @@ of the memory available now (CPU) or 80% of the GPU's memory.
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 
