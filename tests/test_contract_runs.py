@@ -20,7 +20,7 @@ import json
 import shutil
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, event, given
 from hypothesis import note as hypothesis_note
 from hypothesis.errors import InvalidArgument
 from hypothesis import strategies as st
@@ -39,6 +39,14 @@ def note(text: str) -> None:
     """Hypothesis's note inside a generated example; nothing for the pinned ones (run outside Hypothesis)."""
     try:
         hypothesis_note(text)
+    except InvalidArgument:
+        pass
+
+
+def outcome(text: str) -> None:
+    """What an example exercised, for `--hypothesis-show-statistics` (nothing outside Hypothesis)."""
+    try:
+        event(text)
     except InvalidArgument:
         pass
 
@@ -88,6 +96,7 @@ def run_contract(config: ExperimentConfig, stop_after: int, killed: bool, torn: 
         config.validate()
     except ConfigError as exc:
         assert names_a_setting(exc, config), f"a refused combination must name its field: {exc}"
+        outcome(f"refused by the rules: {exc.parameter}")
         assume(False)  # a combination the cross-field rules forbid: draw another
     folder_a, folder_b = tmp_path / "whole", tmp_path / "stopped"
     for f in (folder_a, folder_b):
@@ -109,6 +118,7 @@ def run_contract(config: ExperimentConfig, stop_after: int, killed: bool, torn: 
 
     stop_after = min(stop_after, len(records))
     if stop_after == 0:
+        outcome("diverged in round 0: nothing to resume")
         return  # diverged in its first round (a learning rate too large for the drawn data): nothing to resume
     exp = Experiment(config, out_dir=folder_b)
     for _ in range(stop_after):
@@ -124,11 +134,13 @@ def run_contract(config: ExperimentConfig, stop_after: int, killed: bool, torn: 
         exp.close()
     if stop_after == config.rounds and not killed:
         assert written(folder_b) == records  # finished: nothing to resume, and the same records
+        outcome("ran twice to the end: the same records")
         return
     code = main(["run", "--resume", str(folder_b)])
     assert written(folder_b) == records, "a resumed run wrote other records than the uninterrupted one"
     assert summary(folder_b) == whole
     assert code == (0 if whole["status"] == "finished" else 1)
+    outcome(f"{'killed' if killed else 'stopped'}{' (torn)' if torn else ''} and resumed: {whole['status']}")
 
 
 @pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
