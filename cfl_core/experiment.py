@@ -381,8 +381,10 @@ class Experiment:
             all_extras["ari_applicable"] = False
             all_extras["ari_note"] = ("no clusters: each client has a personalised model"
                                       if not self.algorithm.has_clusters else "no true clusters to compare with")
-        if self.truth_theta is not None:
-            theta = torch.as_tensor(np.asarray(self.truth_theta), dtype=torch.float32)
+        theta = torch.as_tensor(np.asarray(self.truth_theta), dtype=torch.float32) \
+            if self.truth_theta is not None else None
+        # only a linear model's parameters are comparable with the true theta (an MLP regressor's are not)
+        if theta is not None and theta.dim() == 2 and models.shape[1] == theta.shape[1]:
             own = models.cpu()[model_of[placed]]
             all_extras["theta_error"] = float((own - theta[self.true_clusters[placed]]).norm(dim=1).mean())
         return RoundRecord(

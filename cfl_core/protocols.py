@@ -59,12 +59,16 @@ def reported_accuracy(protocol: str, records) -> tuple[float | None, int | None]
         value = records[-1].extras.get(TEST_MACHINE_KEY)
         return (value, records[-1].round) if value is not None else (None, None)
     if protocol == "flexcfl":
+        from .records import _clean
+
         seen: set[int] = set()
         best, best_round = None, None
         for r in records:
             seen.update(r.participants)
-            # FlexCFL and FedGroup record the accuracy on the models last received; others, on the current ones
-            value = r.extras.get(LAST_RECEIVED_KEY, r.weighted_accuracy)
+            # FlexCFL and FedGroup record the accuracy on the models last received; others, on the current ones;
+            # compared as the run folder holds them (6 significant digits), so that a run resumed from its folder
+            # picks the same best round as one that never stopped (two rounds equal to 6 digits: the first)
+            value = _clean(r.extras.get(LAST_RECEIVED_KEY, r.weighted_accuracy))
             if value is None or len(seen) < len(r.assignments):
                 continue  # a partial round: some client has not taken part yet
             if best is None or value > best:

@@ -225,6 +225,20 @@ FOUND_BROKEN = {
     # config.json kept 6 significant digits: a drawn lr of 0.1796875 came back as 0.179688, another config, and the
     # run could not be resumed ("checkpoint.pt belongs to another config")
     "float-with-7-digits": (dict(algorithm="fedavg", lr=0.1796875, momentum=0.123456789), None),
+    # found by `make fuzz` (150 examples per algorithm):
+    # an MLP on regression data (synthetic-linear) trained under cross-entropy: RuntimeError at the first step
+    "mlp-regression": (dict(dataset="synthetic-linear", partition="iid", algorithm="ifca", models=1, model="mlp",
+                            clients_per_cluster=2, samples_per_client=8, batch_size=4, lr=0.125, momentum=0.0), None),
+    # FedGroup/FlexCFL with one cold-start client (m = 1, alpha = 1): TruncatedSVD refused a single update
+    "fedgroup-one-cold-start-client": (dict(algorithm="fedgroup", models=1, options={"alpha": 1.0},
+                                            partition="label-skew-1", clients_per_cluster=2, newcomer_share=0.5,
+                                            newcomer_round=1), None),
+    # protocol flexcfl picked its best round on full-precision values in a run that never stopped, on the folder's
+    # 6 digits in a resumed one: two rounds equal to 6 digits gave another reported_round after a resume
+    "flexcfl-protocol-best-round-tie": (dict(algorithm="fedgroup", models=1, partition="label-skew-1",
+                                             clients_per_cluster=2, samples_per_client=8, num_classes_per_partition=1,
+                                             alpha=1.0, batch_size=4, lr=0.03125, momentum=0.0, protocol="flexcfl",
+                                             participation=1.0, rounds=2), None),
 }
 
 

@@ -133,6 +133,8 @@ def svd_directions(updates: np.ndarray, m: int, seed: int) -> np.ndarray:
     """m directions [m, D] in parameter space: truncated SVD of the update matrix (as FedGroup's code)."""
     from sklearn.decomposition import TruncatedSVD
 
+    if len(updates) < 2:  # one pre-trained client (m = 1): its update is the one direction (the SVD needs two)
+        return updates[:m].copy()
     svd = TruncatedSVD(n_components=m, algorithm="randomized", random_state=seed % 2**31)
     return svd.fit_transform(updates.T).T  # [D, n] -> [D, m] -> [m, D]
 

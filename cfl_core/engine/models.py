@@ -138,7 +138,12 @@ def default_model(task: str, input_shape: tuple[int, ...], unsupervised: bool = 
 
 def build_model(name: str, input_shape: tuple[int, ...], outputs: int, task: str) -> ModelSpec:
     check_model(name, input_shape, task)
-    return MODEL_FAMILIES[name](input_shape, outputs)
+    spec = MODEL_FAMILIES[name](input_shape, outputs)
+    if task == "regression" and spec.loss_kind == CROSS_ENTROPY:
+        # an MLP regressor: its one output under squared error (cross-entropy of a float target crashed the first
+        # training step; found by the generated contract)
+        spec.loss_kind = SQUARED_ERROR
+    return spec
 
 
 def check_model(name: str, input_shape: tuple[int, ...], task: str) -> None:
