@@ -267,3 +267,49 @@ def test_a_model_that_does_not_fit_the_data_is_refused_by_validate(dataset, mode
                  "--out", str(out)]) == 2
     assert capsys.readouterr().err.startswith("error: model=")
     assert not out.exists()
+
+
+def _profiled() -> list[str]:
+    from cfl_core.profiles import TABLE
+
+    return sorted({algorithm for algorithm, _ in TABLE})
+
+
+@pytest.mark.parametrize("algorithm", _profiled())
+def test_a_profile_run_killed_with_sigkill_resumes_identically(algorithm, tmp_path):
+    """A real SIGKILL of every algorithm's authors'-code profile run (which checkpoints what the defaults never
+    do: CFL's persistent optimiser state and per-participation decay, FlexCFL's first-selected cold starts and
+    round-robin selection), resumed from the CLI: the records and the summary of a run that never stopped."""
+    import multiprocessing
+    import os
+    import signal
+    import time
+
+    from cfl_core.experiment import Experiment
+    from cfl_core.profiles import apply_profile
+    from tests.test_algorithm_contract import _train_slowly
+
+    config, _ = apply_profile(ExperimentConfig(**{**TINY, "clients_per_cluster": 5, "algorithm": algorithm,
+                                                  "models": 2, "rounds": 8}), "authors-code",
+                              keep={"rounds", "dataset", "device"})
+    config = config.replace(participation=0.5)  # partial participation: round-robin and per-participation decay act
+    folder = tmp_path / "killed"
+    child = multiprocessing.get_context("fork").Process(target=_train_slowly, args=(config, folder))
+    child.start()
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and child.is_alive():
+            lines = folder / ROUNDS_FILE
+            if lines.exists() and lines.read_text().count("\n") >= 3:
+                break
+            time.sleep(0.005)
+        time.sleep(0.1)
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.join(30)
+    assert child.exitcode == -signal.SIGKILL, "the run must still be going when it is killed"
+    assert 3 <= len(written(folder)) < config.rounds and not (folder / SUMMARY_FILE).exists()
+    assert main(["run", "--resume", str(folder)]) == 0
+    Experiment(config, out_dir=tmp_path / "whole").run()
+    assert written(folder) == written(tmp_path / "whole")
+    assert summary(folder) == summary(tmp_path / "whole")
