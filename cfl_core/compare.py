@@ -106,7 +106,12 @@ def protocol_note(summaries) -> str:
     from .protocols import PROTOCOL_TEXT
 
     names = sorted({s.get("protocol") or "clove" for s in summaries})
-    return "Reported accuracy: " + "; ".join(f"protocol `{n}`, {PROTOCOL_TEXT.get(n, n)}" for n in names) + "."
+    note = "Reported accuracy: " + "; ".join(f"protocol `{n}`, {PROTOCOL_TEXT.get(n, n)}" for n in names) + "."
+    if len(names) > 1:  # unlike numbers side by side: say which column compares them
+        note += (f" The runs report under different protocols: compare them by the final accuracy, protocol "
+                 f"`{COMMON_PROTOCOL}`'s measure, which every run has; each run's reported accuracy follows its own "
+                 "protocol and is not comparable across rows.")
+    return note
 
 
 def compare_table(results: dict[str, dict]) -> tuple[str, str]:
@@ -122,9 +127,7 @@ def compare_table(results: dict[str, dict]) -> tuple[str, str]:
         columns[keys.index("final_accuracy")] = ("final_accuracy", COMMON_LABEL)
         columns[keys.index("reported_accuracy")] = ("reported_accuracy", "reported accuracy (own protocol)")
         summaries.sort(key=lambda s: -(s.get("final_accuracy") if s.get("final_accuracy") is not None else -1.0))
-        note += (f" The runs report under different protocols: rows are ranked by the final accuracy, protocol "
-                 f"`{COMMON_PROTOCOL}`'s measure, which every run has; each run's 'reported accuracy' follows its "
-                 "own protocol and is not comparable across rows.")
+        note += " Rows are ranked by it."
     rows = [[_cell(key, summary) for key, _ in columns] for summary in summaries]
     header = [label for _, label in columns]
     md = [note, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
