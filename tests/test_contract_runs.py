@@ -120,10 +120,13 @@ def run_contract(config: ExperimentConfig, stop_after: int, killed: bool, torn: 
     if stop_after == 0:
         outcome("diverged in round 0: nothing to resume")
         return  # diverged in its first round (a learning rate too large for the drawn data): nothing to resume
+    from cfl_core import checkpoint as ckpt
+
     exp = Experiment(config, out_dir=folder_b)
-    for _ in range(stop_after):
+    for done in range(1, stop_after + 1):
         exp.step()
-    assert (folder_b / CHECKPOINT_FILE).exists()
+        tree, _ = ckpt.load(folder_b / CHECKPOINT_FILE)
+        assert tree["round"] == done, "a checkpoint after every round"
     if killed:
         exp.writer.close()  # SIGKILL: no summary; the folder holds what the finished rounds wrote
         if torn and stop_after < len(records):
