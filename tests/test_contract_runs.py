@@ -236,6 +236,10 @@ FOUND_BROKEN = {
     "fedgroup-one-cold-start-client": (dict(algorithm="fedgroup", models=1, options={"alpha": 1.0},
                                             partition="label-skew-1", clients_per_cluster=2, newcomer_share=0.5,
                                             newcomer_round=1), None),
+    # ... and with measure=madc, AgglomerativeClustering refused it (found by a second `make fuzz`)
+    "flexcfl-one-cold-start-client-madc": (dict(algorithm="flexcfl", models=1, options={"alpha": 1.0, "measure": "madc"},
+                                                partition="label-skew-1", clients_per_cluster=2, newcomer_share=0.5,
+                                                newcomer_round=1), None),
     # protocol flexcfl picked its best round on full-precision values in a run that never stopped, on the folder's
     # 6 digits in a resumed one: two rounds equal to 6 digits gave another reported_round after a resume
     "flexcfl-protocol-best-round-tie": (dict(algorithm="fedgroup", models=1, partition="label-skew-1",

@@ -237,6 +237,8 @@ class FedGroup(Algorithm):
         seed = derive_seed(self.cfg.seed, self.name, "cluster")
         self.directions = svd_directions(updates, m, seed)
         edc = edc_features(updates, self.directions)
+        if len(updates) < 2:  # one pre-trained client (m = 1): its own group (neither clustering takes one sample)
+            return torch.zeros(len(updates), dtype=torch.int64), edc
         if self.opts.measure == "edc":
             from sklearn.cluster import KMeans
 
