@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: run test test-fast bench bench-peers tables install clean-venv chromium
+.PHONY: run test test-fast fuzz bench bench-peers tables install clean-venv chromium
 
 # The x86_64 torch pin brings CUDA libraries: about 5.6 GB in $(VENV); the check says so before pip runs out of disk.
 $(STAMP): requirements.txt requirements-test.txt
@@ -29,6 +29,15 @@ chromium:
 
 test: $(STAMP) chromium
 	$(PY) -m pytest -q
+
+# The generated settings contract with many more examples than `make test` runs (random, not derandomised):
+# FUZZ_EXAMPLES valid runs per algorithm (and 15x as many bad values per source); bounded by FUZZ_MINUTES.
+FUZZ_EXAMPLES ?= 60
+FUZZ_MINUTES ?= 60
+fuzz: $(STAMP)
+	CFL_CONTRACT_PROFILE=fuzz CFL_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) timeout $$(( $(FUZZ_MINUTES) * 60 )) \
+		$(PY) -m pytest -q -p no:cacheprovider tests/test_contract_values.py tests/test_contract_runs.py \
+		-k "generated or every_valid_combination"
 
 # Everything but the slow end-to-end browser and behaviour tests.
 test-fast: $(STAMP)

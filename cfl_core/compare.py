@@ -89,6 +89,11 @@ def run_comparison(base: ExperimentConfig, algorithms: list[str], out: str | Pat
     return results
 
 
+# the measure every run's records give: protocol clove's reported accuracy is the final round's mean over clients
+COMMON_PROTOCOL = "clove"
+COMMON_LABEL = f"final accuracy (protocol {COMMON_PROTOCOL}, every run: ranked by it)"
+
+
 def _cell(key: str, summary: dict):
     if key == "total_mb":
         return round(summary["total_bytes"] / 1e6, 3)
@@ -101,17 +106,34 @@ def protocol_note(summaries) -> str:
     from .protocols import PROTOCOL_TEXT
 
     names = sorted({s.get("protocol") or "clove" for s in summaries})
-    return "Reported accuracy: " + "; ".join(f"protocol `{n}`, {PROTOCOL_TEXT.get(n, n)}" for n in names) + "."
+    note = "Reported accuracy: " + "; ".join(f"protocol `{n}`, {PROTOCOL_TEXT.get(n, n)}" for n in names) + "."
+    if len(names) > 1:  # unlike numbers side by side: say which column compares them
+        note += (f" The runs report under different protocols: compare them by the final accuracy, protocol "
+                 f"`{COMMON_PROTOCOL}`'s measure, which every run has; each run's reported accuracy follows its own "
+                 "protocol and is not comparable across rows.")
+    return note
 
 
 def compare_table(results: dict[str, dict]) -> tuple[str, str]:
-    """(markdown, csv) tables with one row per algorithm; the markdown opens with the protocol it reports."""
-    rows = [[_cell(key, summary) for key, _ in TABLE_COLUMNS] for summary in results.values()]
-    header = [label for _, label in TABLE_COLUMNS]
-    md = [protocol_note(results.values()), "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    """(markdown, csv) tables with one row per algorithm; the markdown opens with the protocol it reports.
+
+    When the runs report under different protocols (`compare --profile`: FlexCFL's best round beside CLoVE's final
+    round), one "reported accuracy" column would compare unlike numbers: the rows are then ranked by the accuracy
+    every run has under the common protocol (clove), shown beside each run's own reported accuracy."""
+    columns, summaries = list(TABLE_COLUMNS), list(results.values())
+    note = protocol_note(summaries)
+    if len({s.get("protocol") or COMMON_PROTOCOL for s in summaries}) > 1:
+        keys = [key for key, _ in columns]
+        columns[keys.index("final_accuracy")] = ("final_accuracy", COMMON_LABEL)
+        columns[keys.index("reported_accuracy")] = ("reported_accuracy", "reported accuracy (own protocol)")
+        summaries.sort(key=lambda s: -(s.get("final_accuracy") if s.get("final_accuracy") is not None else -1.0))
+        note += " Rows are ranked by it."
+    rows = [[_cell(key, summary) for key, _ in columns] for summary in summaries]
+    header = [label for _, label in columns]
+    md = [note, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join("-" if v is None else str(v) for v in row) + " |" for row in rows]
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow([key for key, _ in TABLE_COLUMNS])
+    writer.writerow([key for key, _ in columns])
     writer.writerows(rows)
     return "\n".join(md) + "\n", buf.getvalue()

@@ -207,6 +207,10 @@ class ExperimentConfig:
         if not self.unsupervised and self.model == "autoencoder":
             raise ConfigError("model", self.model, "a supervised model when unsupervised is false "
                                                    "(set unsupervised to true for the autoencoder)")
+        if self.model is not None:
+            from .engine.models import check_model
+
+            check_model(self.model, info.input_shape, info.task)
         validate_dynamics(self)
         if self.protocol == "ifca":
             machines = self.clusters * (self.clients_per_cluster if self.test_machines_per_cluster is None

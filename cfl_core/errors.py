@@ -15,12 +15,41 @@ class ConfigError(ValueError):
         super().__init__(f"{parameter}={_shown(value)} is not allowed: {allowed}")
 
 
+SHOWN_DEPTH = 8  # a value nested deeper is described, not printed (repr of 100,000 levels raised RecursionError)
+SHOWN_CHARS = 200  # a longer value is cut: the message stays one readable line
+
+
 def _shown(value) -> str:
-    """The value as given, but a whole number of more than 18 digits in scientific notation (1e300, not 301 digits)."""
+    """The value as given, but a whole number of more than 18 digits in scientific notation (1e300, not 301 digits),
+    a deeply nested value described by its depth and a long one cut after SHOWN_CHARS characters."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**18:
         digits = str(abs(value))
         return f"{'-' if value < 0 else ''}{digits[0]}.{digits[1:4]}e+{len(digits) - 1}"
-    return repr(value)
+    if nesting_depth(value, SHOWN_DEPTH) > SHOWN_DEPTH:
+        return f"<a {type(value).__name__} nested more than {SHOWN_DEPTH} levels deep>"
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + f"... ({len(text)} characters)"
+
+
+shown = _shown  # the public name (the dashboard's link notes show a bad value the same way)
+
+
+def nesting_depth(value, limit: int) -> int:
+    """How deep lists, tuples and dicts nest in `value`, counted without recursion and only to `limit` + 1."""
+    depth, level, stack = 0, 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        depth = max(depth, level)
+        if depth > limit:
+            return depth
+        stack.extend((child, level + 1) for child in children)
+    return depth
 
 
 class DataUnavailable(RuntimeError):

@@ -22,6 +22,7 @@ import os
 import platform
 import random
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -42,7 +43,9 @@ from .engine.core import Engine, finite
 from .engine.federation import Federation, resolve_device
 from .engine.models import build_model, default_model
 from .engine.seeding import numpy_rng
-from .engine.training import TrainConfig
+from .engine.paths import expected_path, observed_path
+from .engine.training import TRAINING_PATHS, TrainConfig
+from .jsonio import read_json
 from .partition import build_partition
 from .records import (CHECKPOINT_FILE, DIVERGED, FAILED, FINISHED, ROUNDS_FILE, STOPPED, SUMMARY_FILE, RoundRecord,
                       RunFolderError, RunWriter, clear_run_files, holds_run, summarize)
@@ -117,6 +120,9 @@ class Experiment:
         self.algorithm = algo_cls(ctx)
         self.test_machines = self._test_machine_engine(setup) if self._reports_test_machines() else None
         self.round = 0
+        # training calls per path (compiled kernel / PyTorch), checkpointed: see engine/paths.py
+        self.training_calls: dict[str, int] = {}
+        self.expected_path = expected_path(self.spec, config.optimizer, fed.device)
         self.records: list[RoundRecord] = []
         self.status: str | None = None
         self.checkpoint_bytes = 0  # size of the latest checkpoint written
@@ -159,7 +165,8 @@ class Experiment:
             # The set-up's traffic (restarts, group cold start) is its own window, recorded with round 0.
             self.engine.traffic.open()
             try:
-                self._setup_extras = self.algorithm.setup(present)
+                with self._counting_paths():
+                    self._setup_extras = self.algorithm.setup(present)
             except Diverged as exc:
                 error = Diverged(exc.what, "during the set-up", config.lr)
                 self.close(DIVERGED, error=str(error))
@@ -241,6 +248,7 @@ class Experiment:
                 not torch.equal(self.federation.n_train.cpu(), state["n_train"]):
             raise ResumeError(f"{path}: replaying the distribution shift did not give the saved clients")
         self.algorithm.load_state_dict(state["algorithm"])
+        self.training_calls = dict(state.get("training_calls") or {})  # absent in checkpoints of earlier versions
         rng = state["rng"]
         torch.set_rng_state(rng["torch"])
         np.random.set_state(rng["numpy"])
@@ -254,6 +262,7 @@ class Experiment:
         state = {
             "round": self.round, "config": self.config.to_dict(), "algorithm": self.algorithm.state_dict(),
             "true_clusters": self.true_clusters, "n_train": self.federation.n_train.cpu(),
+            "training_calls": dict(self.training_calls),
             "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
         }
         tree, tensors = ckpt.pack(state, self.algorithm.state_classes)
@@ -279,7 +288,22 @@ class Experiment:
             "task": "reconstruction" if self.config.unsupervised else fed.task,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "torch": torch.__version__,
+            **self.training_facts(),
         }
+
+    def training_facts(self) -> dict:
+        """Which path trained the run (compiled kernel or PyTorch), why, and the torch thread count: the two paths
+        and thread counts differ in the records' last digits (engine/paths.py)."""
+        path, reason = observed_path(self.training_calls, self.expected_path)
+        return {"training_path": path, "training_path_reason": reason, "threads": torch.get_num_threads()}
+
+    @contextmanager
+    def _counting_paths(self):
+        token = TRAINING_PATHS.set(self.training_calls)
+        try:
+            yield
+        finally:
+            TRAINING_PATHS.reset(token)
 
     @property
     def done(self) -> bool:
@@ -298,6 +322,7 @@ class Experiment:
         self.engine.traffic.open()
         if self.shift is not None:
             extras.update(self.shift.apply(r))
+        counting = TRAINING_PATHS.set(self.training_calls)  # every training call of the round counts its path
         try:
             newcomers = torch.nonzero(self.joins == r).squeeze(1) if r > 0 else torch.zeros(0, dtype=torch.int64)
             if len(newcomers):
@@ -319,6 +344,8 @@ class Experiment:
             self._check_scale(record)
         except Diverged as exc:
             raise Diverged(exc.what, f"in round {r}", self.config.lr) from None
+        finally:
+            TRAINING_PATHS.reset(counting)
         record.seconds = time.perf_counter() - started  # the round and its evaluation
         self.records.append(record)
         self.round += 1
@@ -343,6 +370,9 @@ class Experiment:
         count = max(1, int(round(self.config.participation * len(joined))))
         if count >= len(joined):
             return torch.as_tensor(joined, dtype=torch.int64)
+        own = self.algorithm.select_participants(r, joined, count)
+        if own is not None:
+            return torch.as_tensor(np.sort(own), dtype=torch.int64)
         chosen = numpy_rng(self.config.seed, "participants", r).choice(joined, size=count, replace=False)
         return torch.as_tensor(np.sort(chosen), dtype=torch.int64)
 
@@ -382,8 +412,10 @@ class Experiment:
             all_extras["ari_applicable"] = False
             all_extras["ari_note"] = ("no clusters: each client has a personalised model"
                                       if not self.algorithm.has_clusters else "no true clusters to compare with")
-        if self.truth_theta is not None:
-            theta = torch.as_tensor(np.asarray(self.truth_theta), dtype=torch.float32)
+        theta = torch.as_tensor(np.asarray(self.truth_theta), dtype=torch.float32) \
+            if self.truth_theta is not None else None
+        # only a linear model's parameters are comparable with the true theta (an MLP regressor's are not)
+        if theta is not None and theta.dim() == 2 and models.shape[1] == theta.shape[1]:
             own = models.cpu()[model_of[placed]]
             all_extras["theta_error"] = float((own - theta[self.true_clusters[placed]]).norm(dim=1).mean())
         return RoundRecord(
@@ -457,7 +489,8 @@ class Experiment:
         return self.close(FINISHED)
 
     def summary(self, status: str, error: str | None = None) -> dict:
-        return summarize(self.config.algorithm, self.records, status, self.config.protocol, error)
+        return {**summarize(self.config.algorithm, self.records, status, self.config.protocol, error),
+                **self.training_facts()}
 
     def close(self, status: str | None = None, error: str | None = None) -> dict:
         """Write summary.json; the status is finished when every round ran, else stopped (or the one given).
@@ -470,6 +503,9 @@ class Experiment:
         summary = self.summary(status, error)
         if self.writer:
             try:
+                meta = read_json(self.folder / "meta.json")
+                if isinstance(meta, dict):  # the path as observed over the whole run (meta.json had the expectation)
+                    self.writer.write_json("meta.json", {**meta, **self.training_facts()})
                 self.writer.write_json(SUMMARY_FILE, summary)
             except RunFolderError:
                 if status == FINISHED:

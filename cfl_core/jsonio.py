@@ -51,3 +51,38 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         return None
+
+
+MAX_DEPTH = 16  # JSON a setting holds (options, shift options, per-algorithm options) nests 1-2 levels
+MAX_CHARS = 100_000
+
+
+class JSONTooDeep(ValueError):
+    """JSON text nested deeper, or longer, than a setting may be (refused before it is parsed)."""
+
+
+def loads_bounded(text: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_CHARS) -> Any:
+    """json.loads for text from outside (a URL parameter, a CLI flag): refuses, with a ValueError saying why,
+    text longer than `max_chars` or nested deeper than `max_depth` before parsing it (json.loads of
+    100,000 nested brackets raises RecursionError, which crashed the pages that decoded a link)."""
+    if len(text) > max_chars:
+        raise JSONTooDeep(f"JSON of at most {max_chars:,} characters (this is {len(text):,})")
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise JSONTooDeep(f"JSON nested at most {max_depth} levels deep")
+        elif ch in "]}":
+            depth -= 1
+    return json.loads(text)

@@ -31,6 +31,7 @@ class Profile:
     options: dict[str, Any] = field(default_factory=dict)
     note: str = ""
     derived: Callable[[Any], dict[str, Any]] | None = None  # fields that depend on the config (data set, size)
+    derived_options: Callable[[Any], dict[str, Any]] | None = None  # options that depend on the config
 
 
 _CLOVE_TRAINING = dict(optimizer="adam", lr=0.01, local_epochs=1, batch_size=100, rounds=100, init="different",
@@ -43,12 +44,24 @@ _CFL_AUTHORS = dict(optimizer_state="persistent", lr_decay=0.99, warmup_rounds=2
 _FLEX_TRAINING = dict(optimizer="sgd", momentum=0.0, local_epochs=10, batch_size=10, rounds=300, protocol="flexcfl")
 
 
+def _clove_unsupervised(cfg) -> dict[str, Any]:
+    # the paper's autoencoder runs: lr 1e-3 (its supervised runs: 0.01)
+    return {"lr": 1e-3} if cfg.unsupervised else {}
+
+
+def _clove_unsupervised_options(cfg) -> dict[str, Any]:
+    # ... and the evaluation-based first assignment (its supervised runs: random)
+    return {"first_assignment": "evaluation"} if cfg.unsupervised else {}
+
+
 def _flexcfl_derived(cfg) -> dict[str, Any]:
     # the authors' learning rates per data set (MNIST 0.03, FMNIST 0.005; digits takes MNIST's), 20 clients a round
     lr = 0.005 if cfg.dataset == "fashion-mnist" else 0.03
     return {"lr": lr, "participation": min(1.0, 20 / max(1, cfg.num_clients))}
 
 
+# the authors' trainer: round-robin selection in the first N / (clients per round) rounds, KMeans max_iter=20
+_FLEX_AUTHORS = dict(selection="round-robin", kmeans_max_iter=20)
 _FLEX = dict(
     fields=_FLEX_TRAINING, derived=_flexcfl_derived,
     note="FlexCFL's trainer defaults: SGD without momentum, lr 0.03 (MNIST) / 0.005 (FMNIST), 10 epochs of batch 10, "
@@ -60,7 +73,8 @@ TABLE: dict[tuple[str, str], Profile] = {
         _CLOVE_TRAINING, dict(first_assignment="random", freeze=False),
         "CLoVE's supervised MNIST/FMNIST experiments: Adam lr 0.01 (fresh each round), 1 epoch, batch 100, 100 "
         "rounds, independent inits, random first assignment, no freezing (the experiment list runs its accuracy "
-        "tables without early stopping)"),
+        "tables without early stopping); with --unsupervised true its autoencoder runs: lr 0.001 and the "
+        "evaluation-based first assignment", derived=_clove_unsupervised, derived_options=_clove_unsupervised_options),
     ("clove", "authors-code"): Profile(
         _CLOVE_TRAINING, dict(first_assignment="evaluation", freeze=True, stable_after=3, k_rule="authors",
                               match_on="embedding"),
@@ -80,14 +94,16 @@ TABLE: dict[tuple[str, str], Profile] = {
         "bipartition, gamma check, sample weights); eps depends on the model's scale: the notebook's values are "
         "for its EMNIST CNN"),
     ("cfl", "authors-code"): Profile(
-        _CFL_TRAINING, dict(_CFL_AUTHORS, bipartition="complete", gamma_check=False, weighting="uniform"),
-        "Sattler et al.'s notebook: as the paper profile, with complete linkage, no gamma check and plain means"),
+        _CFL_TRAINING, dict(_CFL_AUTHORS, bipartition="complete", gamma_check=False, weighting="uniform",
+                            lr_decay_per="participation"),
+        "Sattler et al.'s notebook: as the paper profile, with complete linkage, no gamma check, plain means and the "
+        "lr decayed per participation (each client's optimiser decays when it trains)"),
     ("flexcfl", "paper"): Profile(**_FLEX, options=dict(alpha=20.0, eta_g=0.0, client_cold_start="first-selected")),
-    ("flexcfl", "authors-code"): Profile(**_FLEX, options=dict(alpha=20.0, eta_g=0.0, inter_group="models",
-                                                              client_cold_start="first-selected")),
+    ("flexcfl", "authors-code"): Profile(**_FLEX, options=dict(_FLEX_AUTHORS, alpha=20.0, eta_g=0.0,
+                                                              inter_group="models", client_cold_start="first-selected")),
     ("fedgroup", "paper"): Profile(**_FLEX, options=dict(alpha=20.0, eta_g=0.0, client_cold_start="first-selected")),
-    ("fedgroup", "authors-code"): Profile(**_FLEX, options=dict(alpha=20.0, eta_g=0.0, inter_group="models",
-                                                               client_cold_start="first-selected")),
+    ("fedgroup", "authors-code"): Profile(**_FLEX, options=dict(_FLEX_AUTHORS, alpha=20.0, eta_g=0.0,
+                                                               inter_group="models", client_cold_start="first-selected")),
 }
 
 
@@ -139,5 +155,8 @@ def apply_profile(cfg, name: str, keep: set[str] | frozenset = frozenset(),
     if profile.derived is not None:
         fields.update(profile.derived(cfg))
     fields = {k: v for k, v in fields.items() if k not in keep}
-    options = {**cfg.options, **{k: v for k, v in profile.options.items() if k not in keep_options}}
+    given = dict(profile.options)
+    if profile.derived_options is not None:
+        given.update(profile.derived_options(cfg))
+    options = {**cfg.options, **{k: v for k, v in given.items() if k not in keep_options}}
     return cfg.replace(**fields, options=options), f"{name} profile for {cfg.algorithm}: {profile.note}"

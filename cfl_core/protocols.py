@@ -49,6 +49,13 @@ PICKS_KEY = "test_machine_picks"  # machines per model
 LAST_RECEIVED_KEY = "last_received_accuracy"  # FlexCFL/FedGroup under protocol flexcfl
 
 
+def _as_written(value):
+    """A float as a run folder holds it (records._clean: 6 significant digits; not finite: None)."""
+    import math
+
+    return None if value is None or not math.isfinite(value) else float(f"{value:.6g}")
+
+
 def reported_accuracy(protocol: str, records) -> tuple[float | None, int | None]:
     """(accuracy under `protocol`, the round it comes from) for a run's records; (None, None) if undefined."""
     if not records:
@@ -63,8 +70,10 @@ def reported_accuracy(protocol: str, records) -> tuple[float | None, int | None]
         best, best_round = None, None
         for r in records:
             seen.update(r.participants)
-            # FlexCFL and FedGroup record the accuracy on the models last received; others, on the current ones
-            value = r.extras.get(LAST_RECEIVED_KEY, r.weighted_accuracy)
+            # FlexCFL and FedGroup record the accuracy on the models last received; others, on the current ones;
+            # compared as the run folder holds them (6 significant digits), so that a run resumed from its folder
+            # picks the same best round as one that never stopped (two rounds equal to 6 digits: the first)
+            value = _as_written(r.extras.get(LAST_RECEIVED_KEY, r.weighted_accuracy))
             if value is None or len(seen) < len(r.assignments):
                 continue  # a partial round: some client has not taken part yet
             if best is None or value > best:

@@ -215,8 +215,11 @@ class RunWriter:
 
     def write_json(self, name: str, data: Any) -> None:
         self.check()
+        # config.json is written exactly: it must rebuild the very run (an lr of 0.1796875 rounded to 6 digits
+        # was another config, and the run could not be resumed); its floats are finite (validated)
+        exact = name == CONFIG_FILE
         try:
-            write_json_atomic(self.folder / name, _clean(data))
+            write_json_atomic(self.folder / name, data if exact else _clean(data))
         except OSError as exc:
             raise self.write_error(f"write {self.folder / name}", exc) from None
 

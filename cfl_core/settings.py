@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from .errors import ConfigError
+from .jsonio import JSONTooDeep, loads_bounded
 
 METADATA_KEY = "cfl_setting"
 
@@ -126,6 +127,8 @@ class Setting:
         name = name or self.name
         try:
             out = self._coerce(value, text)
+        except JSONTooDeep as exc:  # say why: the text may look like the JSON object it should be
+            raise ConfigError(name, value, f"{self.describe()}: {exc}") from None
         except (TypeError, ValueError, OverflowError, json.JSONDecodeError):
             raise ConfigError(name, value, self.describe()) from None
         return out
@@ -223,7 +226,7 @@ def _from_text(kind: type, text: str):
     if kind is float:
         return float(text)
     if kind is dict:
-        return json.loads(text or "{}")
+        return loads_bounded(text or "{}")  # a depth or length past the bounds is a ValueError: ConfigError
     return text
 
 

@@ -122,6 +122,7 @@ class Algorithm(ABC):
     uses_init_mode = False  # True: --init (same / different / restarts) applies
     has_loss_vectors = False  # True: records carry a loss matrix the dashboard can embed
     one_model_per_client = False  # True: every client keeps a model of its own (the estimate sizes memory by it)
+    local_phases: tuple[str, ...] = ()  # phases whose clients train alone and send nothing (SR-FCA's INIT)
     # False: the algorithm forms no clusters (personalised FL): ARI and NMI are recorded as null, with
     # extras["ari_applicable"] = False, never as a score of 0
     has_clusters = True
@@ -171,6 +172,11 @@ class Algorithm(ABC):
     @abstractmethod
     def run_round(self, round_index: int, participants: torch.Tensor) -> RoundOutcome:
         """One round with these participants: assign, train, aggregate."""
+
+    def select_participants(self, round_index: int, joined, count: int):
+        """The round's `count` participants among the `joined` client ids (a sorted numpy array) when the algorithm
+        chooses them by a rule of its own (FlexCFL's round-robin); None: the run's random draw, every algorithm's."""
+        return None
 
     def place_newcomers(self, clients: torch.Tensor, round_index: int) -> None:
         """Give clients that join now a model. Default: lowest loss (IFCA's rule, chosen on the client)."""

@@ -108,6 +108,7 @@ from .base import Algorithm, RoundOutcome, WeightingOptions
 
 BIPARTITIONS = ("optimal", "complete")
 OPTIMIZER_STATES = ("reset", "persistent")
+LR_DECAY_STEPS = ("round", "participation")
 # (eps1, eps2) per model family when the options leave them unset: see the module docstring.
 DEFAULT_EPS = {
     "mlp": (0.4, 0.7),
@@ -152,6 +153,11 @@ class CFLOptions(WeightingOptions):
     lr_decay: float = setting(1.0, Interval(0, 1, low_open=True), label="lr decay per round", step=0.01,
                               allowed_text="a factor in (0, 1] (1: constant lr)",
                               help="round t (from 0) trains with lr x lr_decay^(t+1); the authors' code: 0.99")
+    lr_decay_per: str = setting("round", Choice(LR_DECAY_STEPS), label="lr decays per",
+                                help="round: every client trains round t with lr x lr_decay^(t+1); participation: a "
+                                     "client's n-th training (from 1) uses lr x lr_decay^n, as the authors' code "
+                                     "(each client decays its own optimiser when it trains); the same under full "
+                                     "participation")
     record_similarity_max: int = setting(100, Interval(0), label="Record similarity up to",
                                          help="record the round's similarity matrix up to this many participants")
 
@@ -257,7 +263,15 @@ class CFL(Algorithm):
     label = "CFL (Sattler)"
     summary = "One cluster at first; a cluster splits in two when its clients' updates disagree (cosine similarity)."
     Options = CFLOptions
-    state_classes = (TreeNode,)  # the parameter tree is checkpointed with the models
+    # the parameter tree is checkpointed with the models, and with optimizer_state=persistent every client's
+    # optimiser state (a run of the authors'-code profile died after round 0 when it was not in this list)
+    state_classes = (TreeNode, OptimizerMemory)
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        # trainings per client so far (lr_decay_per=participation); made here, not in setup, so that a checkpoint
+        # written before it existed resumes too
+        self.trainings = torch.zeros(ctx.fed.num_clients, dtype=torch.int64)
 
     @classmethod
     def validate_config(cls, cfg) -> None:
@@ -318,12 +332,29 @@ class CFL(Algorithm):
         """(weight updates [P, D], train loss [P]): each participant trains from its cluster's model."""
         device = self.ctx.fed.device
         self.models = self.models.to(device)
-        train = None
-        if self.opts.lr_decay != 1.0:  # the authors' code decays before each round's training, the first too
-            base = self.engine.train_cfg
-            train = dataclasses.replace(base, lr=base.lr * self.opts.lr_decay ** (round_index + 1))
-        trained, train_loss = self.engine.federated_train(self.models, participants, owners, round_index,
-                                                          train=train, memory=self.memory)
+        base, decay = self.engine.train_cfg, self.opts.lr_decay
+        # the step of the decay each participant trains with: the round, or its own count of trainings
+        steps = (self.trainings[participants] + 1 if self.opts.lr_decay_per == "participation"
+                 else torch.full((len(participants),), round_index + 1, dtype=torch.int64))
+        self.trainings[participants] += 1
+        if decay == 1.0 or len(set(steps.tolist())) <= 1:
+            # the authors' code decays before each training, the first too
+            train = dataclasses.replace(base, lr=base.lr * decay ** int(steps[0])) if decay != 1.0 and len(steps) \
+                else None
+            trained, train_loss = self.engine.federated_train(self.models, participants, owners, round_index,
+                                                              train=train, memory=self.memory)
+            return trained - self.models[owners.to(device)], train_loss
+        # participants at different steps of their decay: one training call per learning rate (a client's batches
+        # and result do not depend on who trains beside it)
+        trained = torch.empty(len(participants), self.ctx.spec.dim, device=device)
+        train_loss = torch.empty(len(participants))
+        for step in sorted(set(steps.tolist())):
+            rows = torch.nonzero(steps == step).squeeze(1)
+            train = dataclasses.replace(base, lr=base.lr * decay ** step)
+            part, loss = self.engine.federated_train(self.models, participants[rows], owners[rows], round_index,
+                                                     train=train, memory=self.memory)
+            trained[rows.to(device)] = part
+            train_loss[rows] = loss
         return trained - self.models[owners.to(device)], train_loss
 
     def _split_checks(self, round_index: int, participants: torch.Tensor, owners: torch.Tensor,

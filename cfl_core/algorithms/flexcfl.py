@@ -72,6 +72,7 @@ from .base import Algorithm, RoundOutcome, WeightingOptions
 MEASURES = ("edc", "madc")
 INTER_GROUP = ("updates", "models")
 COLD_STARTS = ("setup", "first-selected")
+SELECTIONS = ("random", "round-robin")
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,13 @@ class FedGroupOptions(WeightingOptions):
                                           "client has a group and is evaluated); first-selected: a client outside "
                                           "the group cold start (or a newcomer) is cold-started in the first round "
                                           "it takes part (the authors' code)")
+    selection: str = setting("random", Choice(SELECTIONS), label="Client selection",
+                             help="random: the run's random draw each round (every algorithm's way); round-robin: "
+                                  "the authors' code, which takes the clients in order (client ids, wrapping round) "
+                                  "while the round is below N / clients per round, then draws at random")
+    kmeans_max_iter: int = setting(300, Interval(1, 10_000), label="KMeans iterations",
+                                   help="most Lloyd iterations of the EDC KMeans (scikit-learn's default 300; the "
+                                        "authors' code: 20)")
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,8 @@ def svd_directions(updates: np.ndarray, m: int, seed: int) -> np.ndarray:
     """m directions [m, D] in parameter space: truncated SVD of the update matrix (as FedGroup's code)."""
     from sklearn.decomposition import TruncatedSVD
 
+    if len(updates) < 2:  # one pre-trained client (m = 1): its update is the one direction (the SVD needs two)
+        return updates[:m].copy()
     svd = TruncatedSVD(n_components=m, algorithm="randomized", random_state=seed % 2**31)
     return svd.fit_transform(updates.T).T  # [D, n] -> [D, m] -> [m, D]
 
@@ -227,10 +237,13 @@ class FedGroup(Algorithm):
         seed = derive_seed(self.cfg.seed, self.name, "cluster")
         self.directions = svd_directions(updates, m, seed)
         edc = edc_features(updates, self.directions)
+        if len(updates) < 2:  # one pre-trained client (m = 1): its own group (neither clustering takes one sample)
+            return torch.zeros(len(updates), dtype=torch.int64), edc
         if self.opts.measure == "edc":
             from sklearn.cluster import KMeans
 
-            labels = KMeans(m, init="k-means++", n_init=10, random_state=seed % 2**31).fit_predict(edc)
+            labels = KMeans(m, init="k-means++", n_init=10, max_iter=self.opts.kmeans_max_iter,
+                            random_state=seed % 2**31).fit_predict(edc)
         else:
             from sklearn.cluster import AgglomerativeClustering
 
@@ -317,6 +330,13 @@ class FedGroup(Algorithm):
                 w = torch.tensor([1.0 if h == g else eta / float(scale[h]) for h in ids], device=new.device)
                 out[g] = weighted_mean(new[ids], w)  # own weight 1: the total never needs the clamp
         return out
+
+    def select_participants(self, round_index, joined, count):
+        """selection=round-robin (the authors' code): while round_index < N / count, the clients in order from
+        round_index x count (wrapping round), so that everyone has taken part after ceil(N / count) rounds."""
+        if self.opts.selection != "round-robin" or round_index >= len(joined) / count:
+            return None
+        return joined[(round_index * count + np.arange(count)) % len(joined)]
 
     def run_round(self, round_index, participants):
         extras: dict = {}

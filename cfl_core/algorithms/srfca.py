@@ -123,6 +123,7 @@ class SRFCA(Algorithm):
     label = "SR-FCA"
     summary = "Clusters local models by a distance threshold, then refines: recluster and merge, no K needed."
     model_aggregation_because = "its cluster models average the clients' trained models"
+    local_phases = ("init",)  # INIT: each client trains its own model alone; it is uploaded once, at the clustering
     Options = SRFCAOptions
 
     def setup(self, clients):

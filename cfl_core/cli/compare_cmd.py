@@ -11,8 +11,8 @@ import sys
 from ..compare import compare_table, comparison_configs
 from ..errors import ConfigError
 from .flags import out_folder
-from .run_cmd import add_experiment_flags, config_from_args, profile_request, summary_line
-from .sweep_cmd import SweepBar, add_executor_flags
+from .run_cmd import add_experiment_flags, bound_memory, config_from_args, profile_request, summary_line
+from .sweep_cmd import SweepBar, add_executor_flags, runs_at_once
 
 PER_ALGORITHM = ("algorithm", "models", "options")
 
@@ -40,6 +40,8 @@ def run(args) -> int:
     base = config_from_args(args, validate=False, profile=False, algorithm=names[0])
     # every algorithm's config refused before anything is written
     spec = SweepSpec.from_dict(compare_spec(base, names, profile_request(args)))
+    configs = [p.config for p in spec.expand(max_points=None).points]
+    bound_memory(configs, runs_at_once(args, len(configs)), args.memory_mb)  # before any folder or data
     out = out_folder(args.out, empty=False)  # a folder (never a file, '' or /proc); the same command resumes it
     bar = SweepBar("compare")
     try:

@@ -4,9 +4,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 from ..config import ExperimentConfig, load_config_file
 from ..errors import ConfigError
+from ..memory import add_memory_flag
 from ..profiles import PROFILES, apply_profile
 from ..settings import settings_of
 from .flags import add_setting_flags, key_values, out_folder
@@ -122,6 +124,18 @@ def summary_line(summary: dict, folder) -> str:
     return ", ".join(parts) + (f" -> {folder}" if folder else "")
 
 
+def bound_memory(configs, at_once: int, limit_mb: int | None, what: str | None = None) -> int:
+    """The memory estimate of running `configs` (`at_once` processes at the same time, each holding the largest
+    of them), or one ConfigError with the estimate and the limit (cfl_core.memory)."""
+    from ..engine.federation import resolve_device
+    from ..memory import check_memory, run_memory
+
+    each = sorted((run_memory([c]) for c in configs), reverse=True)[:max(1, at_once)]
+    device = resolve_device(configs[0].device).type
+    return check_memory(each, device, limit_mb, what or ("this run" if len(configs) == 1 else
+                                                         f"{len(each)} of these {len(configs)} runs at once"))
+
+
 def given_settings(args) -> list[str]:
     """The flags of settings given on the command line (for --resume, which takes none)."""
     flags = [s.flag_name for name, s in settings_of(ExperimentConfig).items()
@@ -155,6 +169,13 @@ def run(args) -> int:
         if given:
             raise ConfigError(given[0], getattr(args, given[0].lstrip("-").replace("-", "_"), None),
                               "nothing beside --resume DIR: a resumed run keeps the settings in DIR/config.json")
+        try:  # the saved config's memory, before anything is built (a damaged folder: resume says why)
+            saved = load_config_file(str(Path(args.resume) / "config.json"))
+            saved.validate()
+        except ConfigError:
+            saved = None
+        if saved is not None:
+            bound_memory([saved], 1, args.memory_mb)
         exp = Experiment.resume(args.resume)
         out, config = args.resume, exp.config
         print(f"resuming {out} after round {exp.round - 1}" if exp.round else f"restarting {out} from round 0",
@@ -163,6 +184,7 @@ def run(args) -> int:
         config = config_from_args(args)
         if args.out is None:
             raise ConfigError("--out", None, "the run folder to write (or --resume DIR to continue a run)")
+        bound_memory([config], 1, args.memory_mb)  # refused before the folder is made or any data is built
         out = out_folder(args.out, overwrite=args.overwrite)
         exp = Experiment(config, out_dir=out, overwrite=args.overwrite)
     bar = ProgressBar(config.rounds, config.algorithm)
@@ -206,4 +228,5 @@ def register(sub) -> None:
                                                         "finishes (needs pip install 'cfl-lab[trackers]')")
     parser.add_argument("--tensorboard", metavar="DIR", help="also write every round to TensorBoard event files in "
                                                              "DIR/<run folder's name> as it finishes")
+    add_memory_flag(parser)
     parser.set_defaults(func=run)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..jsonio import read_json
+from ..memory import add_memory_flag
 from ..sweep.executors import EXECUTORS
 from ..sweep.folder import POINT_FILE
 from ..sweep.spec import DEFAULT_MAX_POINTS
@@ -26,6 +27,17 @@ def add_executor_flags(parser: argparse.ArgumentParser, default_executor: str = 
                              "point gives identical records in every executor with the same value")
     parser.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS, dest="max_points",
                         help=f"refuse a sweep of more points than this (default {DEFAULT_MAX_POINTS})")
+    add_memory_flag(parser)
+
+
+def runs_at_once(args, points: int) -> int:
+    """How many runs the executor holds in memory at the same time here (as make_executor sizes its pool)."""
+    from ..sweep.executors import cpu_count
+
+    if args.executor == "serial":
+        return 1
+    workers = args.workers or max(1, cpu_count() // max(1, args.cpus_per_run))
+    return max(1, min(workers, points))
 
 
 class SweepBar:
@@ -107,6 +119,12 @@ def run(args) -> int:
         failed = sum(s == FAILED_BEFORE for s in states.values())
         print(f"{out}: {finished} finished, {failed} failed before, {len(states) - finished - failed} to run")
         return 0
+    if args.executor != "ray" or not args.address:  # a cluster's memory is the cluster's to bound
+        from .run_cmd import bound_memory
+
+        configs = [p.config for p in spec.expand(max_points=args.max_points).points]
+        if configs:
+            bound_memory(configs, runs_at_once(args, len(configs)), args.memory_mb)
     bar = SweepBar(spec.name)
     try:
         outcome = run_sweep(spec, out, executor=args.executor, workers=args.workers, cpus_per_run=args.cpus_per_run,

@@ -34,6 +34,8 @@ FEATURES = 1024
 NGRAMS = (1, 2)
 POOL_PER_CLASS = 4000
 FILES = ("train.csv", "test.csv")
+CLASS_TEXTS = tuple(str(c) for c in range(1, CLASSES + 1))
+MAX_TEST_ROWS = 50_000  # the test file is read whole: AG News' holds 7,600 rows (a dense 4 KB vector each)
 SUBDIRS = ("ag-news", "ag_news", "ag_news_csv")
 STANDARD_INFO = DatasetInfo("ag-news", CLASSIFICATION, (FEATURES,), CLASSES, CLASSES * POOL_PER_CLASS, 7600,
                             (POOL_PER_CLASS,) * CLASSES, (1900,) * CLASSES)
@@ -61,13 +63,18 @@ def read_csv(path: str, per_class: int | None) -> tuple[list[str], np.ndarray]:
     """(texts, labels 0..3) of one file, keeping at most `per_class` rows of each class in file order."""
     texts, labels = [], []
     kept = np.zeros(CLASSES, dtype=np.int64)
+    rows = 0
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             for number, row in enumerate(csv.reader(fh), start=1):
-                if len(row) < 3 or not row[0].strip().isdigit() or not 1 <= int(row[0]) <= CLASSES:
+                if len(row) < 3 or row[0].strip() not in CLASS_TEXTS:  # "²" is a digit to isdigit(), not to int()
                     raise BadDataFile("ag-news", path, f"line {number}: expected a class index 1-{CLASSES}, a title "
                                       "and a description", how_to_get())
-                label = int(row[0]) - 1
+                label = int(row[0].strip()) - 1
+                rows += 1
+                if per_class is None and rows > MAX_TEST_ROWS:
+                    raise BadDataFile("ag-news", path, f"more than {MAX_TEST_ROWS:,} rows (AG News' test file holds "
+                                      "7,600; each row becomes a dense vector)", how_to_get())
                 if per_class is not None and kept[label] >= per_class:
                     continue
                 kept[label] += 1
@@ -75,6 +82,8 @@ def read_csv(path: str, per_class: int | None) -> tuple[list[str], np.ndarray]:
                 labels.append(label)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise BadDataFile("ag-news", path, f"not a readable CSV file ({exc})", how_to_get()) from None
+    if not labels:
+        raise BadDataFile("ag-news", path, "no rows (an empty file)", how_to_get())
     return texts, np.asarray(labels, dtype=np.int64)
 
 

@@ -78,33 +78,62 @@ def located(data_dir: str | None = None) -> Located:
 
 
 def read_users(path: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """{user: (x float32 [n, 784], y int64 [n])} of one LEAF JSON file, or BadDataFile."""
+    """{user: (x float32 [n, 784], y int64 [n])} of one LEAF JSON file, or BadDataFile naming the file and the fault.
+
+    Every user's counts and row lengths are checked before its arrays are made, and the values after:
+    finite pixels in [0, 1] (NaN pixels were accepted, and the divergence they caused was blamed on the
+    learning rate) and whole-number labels 0..61."""
+    def bad(problem: str) -> BadDataFile:
+        return BadDataFile("femnist", path, problem, how_to_get())
+
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadDataFile("femnist", path, f"not JSON ({exc})", how_to_get()) from None
+        raise bad(f"not JSON ({exc})") from None
+    except RecursionError:
+        raise bad("not JSON a LEAF file can be (nested hundreds of levels deep)") from None
     if not isinstance(data, dict) or not isinstance(data.get("users"), list) or not isinstance(data.get("user_data"), dict):
-        raise BadDataFile("femnist", path, "a LEAF file has 'users' (a list) and 'user_data' (an object)", how_to_get())
+        raise bad("a LEAF file has 'users' (a list) and 'user_data' (an object)")
+    users = data["users"]
+    if not all(isinstance(u, str) for u in users) or len(set(users)) != len(users):
+        raise bad("'users' must be a list of distinct user ids (texts)")
+    counts = data.get("num_samples")
+    if counts is None:
+        counts = [None] * len(users)
+    elif not isinstance(counts, list) or len(counts) != len(users) or not all(
+            isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        raise bad(f"'num_samples' must be a list of {len(users)} sample counts, one per user")
     out = {}
-    counts = data.get("num_samples") or [None] * len(data["users"])
-    for user, declared in zip(data["users"], counts):
+    for user, declared in zip(users, counts):
         part = data["user_data"].get(user)
         if not isinstance(part, dict) or "x" not in part or "y" not in part:
-            raise BadDataFile("femnist", path, f"user {user!r} has no x/y in 'user_data'", how_to_get())
+            raise bad(f"user {user!r} has no x/y in 'user_data'")
+        xs, ys = part["x"], part["y"]
+        if not isinstance(xs, list) or not isinstance(ys, list) or len(xs) != len(ys) or \
+                (declared is not None and declared != len(ys)):
+            raise bad(f"user {user!r}: expected {declared} samples in lists x and y, found "
+                      f"{_length(xs)} x and {_length(ys)} y")
+        if not all(isinstance(row, list) and len(row) == PIXELS for row in xs):
+            raise bad(f"user {user!r}: every x must be a list of {PIXELS} pixels")
         try:
-            x = np.asarray(part["x"], dtype=np.float32).reshape(len(part["x"]), -1)
-            y = np.asarray(part["y"], dtype=np.int64)
+            x = np.asarray(xs, dtype=np.float32).reshape(len(xs), PIXELS)
+            y_values = np.asarray(ys, dtype=np.float64).reshape(len(ys))
         except (TypeError, ValueError) as exc:
-            raise BadDataFile("femnist", path, f"user {user!r}: x/y are not numbers ({exc})", how_to_get()) from None
-        if x.shape[1:] != (PIXELS,) or len(x) != len(y) or (declared is not None and declared != len(y)):
-            raise BadDataFile("femnist", path, f"user {user!r}: expected {declared} samples of {PIXELS} pixels, "
-                              f"found x {x.shape}, y {y.shape}", how_to_get())
+            raise bad(f"user {user!r}: x/y are not numbers ({exc})") from None
+        if not np.isfinite(x).all():
+            raise bad(f"user {user!r}: {int((~np.isfinite(x)).sum())} pixels are not finite numbers (NaN or inf)")
+        if len(y_values) and (not np.isfinite(y_values).all() or (y_values != np.round(y_values)).any()):
+            raise bad(f"user {user!r}: labels must be whole numbers 0..{CLASSES - 1}")
+        y = y_values.astype(np.int64)
         if len(y) and (y.min() < 0 or y.max() >= CLASSES or x.min() < 0 or x.max() > 1):
-            raise BadDataFile("femnist", path, f"user {user!r}: labels must be 0..{CLASSES - 1} and pixels in [0, 1]",
-                              how_to_get())
-        out[str(user)] = (x, y)
+            raise bad(f"user {user!r}: labels must be 0..{CLASSES - 1} and pixels in [0, 1]")
+        out[user] = (x, y)
     return out
+
+
+def _length(value) -> str:
+    return str(len(value)) if isinstance(value, list) else f"a {type(value).__name__}"
 
 
 def _split(user: str, n: int) -> np.ndarray:

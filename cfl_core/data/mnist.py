@@ -111,7 +111,8 @@ def download(name: str, data_dir: str | None = None) -> None:
 
 def _read_checked(name: str, path: str, ndim: int) -> np.ndarray:
     try:
-        array = read_idx(path)
+        # the expected type and shape are checked from the header, before any value is read or decompressed
+        array = read_idx(path, dtype=np.uint8, ndim=ndim, tail=(28, 28) if ndim == 3 else ())
     except IdxFormatError as exc:
         raise BadDataFile(name, path, str(exc), how_to_get(name)) from None
     if array.ndim != ndim or array.dtype != np.uint8:

@@ -137,6 +137,18 @@ def default_model(task: str, input_shape: tuple[int, ...], unsupervised: bool = 
 
 
 def build_model(name: str, input_shape: tuple[int, ...], outputs: int, task: str) -> ModelSpec:
+    check_model(name, input_shape, task)
+    spec = MODEL_FAMILIES[name](input_shape, outputs)
+    if task == "regression" and spec.loss_kind == CROSS_ENTROPY:
+        # an MLP regressor: its one output under squared error (cross-entropy of a float target crashed the first
+        # training step; found by the generated contract)
+        spec.loss_kind = SQUARED_ERROR
+    return spec
+
+
+def check_model(name: str, input_shape: tuple[int, ...], task: str) -> None:
+    """ConfigError naming `model` unless the family fits the data (the config's validate() calls it, so a
+    mismatch is refused before any data is built)."""
     if name not in MODEL_FAMILIES:
         raise ConfigError("model", name, f"one of {sorted(MODEL_FAMILIES)}")
     if task == "regression" and name not in ("linreg", "mlp"):
@@ -145,7 +157,6 @@ def build_model(name: str, input_shape: tuple[int, ...], outputs: int, task: str
         raise ConfigError("model", name, "linreg only for regression data (synthetic-linear)")
     if name == "cnn" and len(input_shape) != 3:
         raise ConfigError("model", name, "cnn needs image inputs; use mlp or logreg for vector data")
-    return MODEL_FAMILIES[name](input_shape, outputs)
 
 
 def per_sample_loss(kind: str, output: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

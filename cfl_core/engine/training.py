@@ -8,6 +8,7 @@ pass yields each client's own gradient (copies share no parameters).
 """
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -334,6 +335,18 @@ class _Batches:
         return xb, yb
 
 
+# Which path trained: counted per training call into the dict an experiment puts here for its round (the two paths'
+# records differ in their last digits, so a run says which one trained it: meta.json, summary.json, results.csv).
+KERNEL, TORCH = "compiled kernel", "PyTorch"
+TRAINING_PATHS: ContextVar[dict | None] = ContextVar("cfl_training_paths", default=None)
+
+
+def _count_path(path: str) -> None:
+    counts = TRAINING_PATHS.get()
+    if counts is not None:
+        counts[path] = counts.get(path, 0) + 1
+
+
 def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients: torch.Tensor,
                   schedule: BatchSchedule, cfg: TrainConfig, out: torch.Tensor | None = None,
                   objective: Objective | None = None, memory: OptimizerMemory | None = None
@@ -362,9 +375,11 @@ def train_batched(spec: ModelSpec, start: torch.Tensor, fed: Federation, clients
         loss = native.train(spec, params, fed.x_train, fed.y_train, clients, schedule.idx, schedule.valid,
                             cfg.lr, cfg.momentum, cfg.weight_decay, start=start if reads_start else None)
         if loss is not None:
+            _count_path(KERNEL)
             return params, loss
         if reads_start:  # the torch path trains: from a copy
             params = start.to(device).clone() if out is None else out.copy_(start)
+    _count_path(TORCH)
     if objective is not None:
         objective = objective.to(device)
     opt = _BatchedOptimizer(cfg, params, spec, objective.lr_scale if objective is not None else None)

@@ -131,7 +131,14 @@ class SweepSpec:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "SweepSpec":
-        return cls(**parse_spec(read_spec_file(path)))
+        try:
+            data = read_spec_file(path)
+        except UnicodeDecodeError as exc:  # one line naming the file, not a traceback
+            raise ConfigError("spec", str(path), f"a UTF-8 text file (byte {exc.start} is not UTF-8)") from None
+        except RecursionError:  # JSON or YAML nested thousands of levels deep
+            raise ConfigError("spec", str(path), "a spec whose values are not nested hundreds of levels deep") \
+                from None
+        return cls(**parse_spec(data))
 
     @property
     def combinations(self) -> int:

@@ -76,12 +76,14 @@ def row_of(point, marker: dict | None, summary: dict | None) -> dict[str, Any]:
         "first_round_ari_0_9": s.get("first_round_ari_0_9"),
         "mb_sent": round(total / 1e6, 4) if total is not None else None,
         "seconds": round(s["total_seconds"], 3) if s.get("total_seconds") is not None else None,
+        # which training path and how many threads: their records differ in the last digits (engine/paths.py)
+        "training_path": s.get("training_path"), "threads": s.get("threads"),
         "error": (marker or {}).get("error"),
     }
 
 
 def results_csv(swept: list[str], rows: list[dict]) -> str:
-    columns = ["key", "folder", "status", *swept, *MEASURES, "protocol", "error"]
+    columns = ["key", "folder", "status", *swept, *MEASURES, "protocol", "training_path", "threads", "error"]
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()

@@ -92,6 +92,7 @@ def run_point(task: dict) -> dict:
         for record in exp:
             out["records"].append(record.to_json())
         out["summary"] = exp.close()
+        out["meta"].update(exp.training_facts())  # the path as observed over the run
         out["status"] = FINISHED
     except Exception as exc:  # the run failed: say why, keep what it did
         out["error"] = f"{type(exc).__name__}: {exc}"

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from cfl_core.jsonio import loads_bounded
+
 from .presets import DEFAULT_PRESET, preset_config
 from .session import shared_config
 
@@ -183,8 +185,8 @@ def values(prefix: str) -> dict:
         v = st.session_state.get(key(prefix, name))
         if f.kind == "json":
             try:
-                v = json.loads(v or "{}")
-            except json.JSONDecodeError:
+                v = loads_bounded(v or "{}")  # typed by a visitor: bounded (deep nesting raised RecursionError)
+            except ValueError:
                 v = {"__invalid_json__": v}
         out[name] = v
     algo = out.get("algorithm")

@@ -38,7 +38,7 @@ def decode(params: typing.Mapping[str, typing.Any]) -> tuple[dict, dict, list[st
 
     Every value goes through its setting's coercer and allowed values; the algorithm's options through
     the algorithm's declared options (each bad one is left out with the reason)."""
-    from cfl_core.errors import ConfigError
+    from cfl_core.errors import ConfigError, shown
 
     declared = _settings()
     config, extra, problems = {}, {}, []
@@ -52,14 +52,34 @@ def decode(params: typing.Mapping[str, typing.Any]) -> tuple[dict, dict, list[st
                 declared[key].check(value)
                 config[key] = value
             except ConfigError as exc:
-                problems.append(f"{key}={raw!r} in the link was ignored ({exc.allowed})")
+                problems.append(f"{key}={shown(raw)} in the link was ignored ({exc.allowed})")
         elif key in PAGE_KEYS:
             extra[key] = raw
         # anything else (utm tags, embed options) is not ours: leave it alone
     if config.get("options"):
         config["options"], dropped = valid_options(config.get("algorithm"), config["options"])
         problems += [f"options.{name} in the link was ignored ({why})" for name, why in dropped]
+    if config.get("shift_options"):
+        config["shift_options"], dropped = valid_shift_options(config.get("shift"), config["shift_options"])
+        problems += [f"shift_options.{name} in the link was ignored ({why})" for name, why in dropped]
     return config, extra, problems
+
+
+def valid_shift_options(shift: str | None, options: dict) -> tuple[dict, list[tuple[str, str]]]:
+    """The options a shift declares, each typed and checked alone; (kept, [(name, why) dropped])."""
+    from cfl_core.dynamics import SHIFTS
+    from cfl_core.errors import ConfigError
+
+    cls = SHIFTS.get(shift or "none")
+    if cls is None:
+        return options, []  # no shift (or none in the link): the options wait for one, as the controls keep them
+    kept, dropped = {}, []
+    for name, value in options.items():
+        try:
+            kept[name] = getattr(cls.parse({name: value}), name)
+        except ConfigError as exc:
+            dropped.append((name, exc.allowed))
+    return kept, dropped
 
 
 def valid_options(algorithm: str | None, options: dict) -> tuple[dict, list[tuple[str, str]]]:

@@ -62,12 +62,15 @@ def apply_algo_options(prefix: str, text: str) -> None:
     """Put a link's per-algorithm options ({"flexcfl": {"measure": "madc"}, ...}) into each algorithm's controls."""
     from cfl_core.algorithms import ALGORITHMS
 
+    from cfl_core.errors import shown
+    from cfl_core.jsonio import loads_bounded
+
     try:
-        given = json.loads(text)
-    except json.JSONDecodeError:
-        given = None
+        given, why = loads_bounded(text), "not a JSON object"
+    except ValueError as exc:  # not JSON, or nested or long past the bounds (100,000 brackets crashed the page)
+        given, why = None, str(exc) if not isinstance(exc, json.JSONDecodeError) else "not a JSON object"
     if not isinstance(given, dict):
-        add_notes(prefix, [f"algo_options={text!r} in the link was ignored (not a JSON object)"])
+        add_notes(prefix, [f"algo_options={shown(text)} in the link was ignored ({why})"])
         return
     notes = []
     for algo, opts in given.items():

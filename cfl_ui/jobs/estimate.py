@@ -2,7 +2,8 @@
 
 The estimate counts floating-point work per round (local training, the loss
 matrix, evaluation) from the model's size and the client data, and memory
-tensor by tensor (`unit_memory`): the padded federation (twice under a
+tensor by tensor (`unit_memory`, in cfl_core/memory.py: the CLI's run, compare
+and sweep refuse by the same figures): the padded federation (twice under a
 distribution shift, which copies it), what the algorithm keeps between rounds
 (its K-hat models, or one per client; CFL's parameter tree, FlexCFL's
 directions) and what a round holds at its peak (the engine's bounded training
@@ -17,15 +18,16 @@ of the memory available now (CPU) or 80% of the GPU's memory.
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
+
+# the memory side of the estimate lives in cfl_core (the CLI bounds its runs with it too)
+from cfl_core.memory import ENGINE_BUDGET, _bytes, _spec, memory_limit, unit_memory  # noqa: F401
 
 CPU_FLOPS = 4e9  # effective float ops per second of the batched engine, one training thread (see below)
 GPU_FLOPS = 2e11
 ROUND_OVERHEAD_S = {"cpu": 0.01, "cuda": 0.01}  # KMeans, bookkeeping, the record
 SETUP_S = 0.5
-ENGINE_BUDGET = 768 * 2**20  # the engine's chunk budget (cfl_core.engine.core.Engine)
 MAX_MINUTES_ENV = "CFL_UI_MAX_MINUTES"
 
 
@@ -51,13 +53,6 @@ class Estimate:
         return (f"Too large for this machine: this request needs {self.describe()}; the limit here is "
                 f"{_bytes(self.memory_limit)} and {_duration(self.seconds_limit)} per job. "
                 "Use fewer clients, samples per client, rounds or local epochs.")
-
-
-def _bytes(n: float) -> str:
-    for unit, size in (("GB", 2**30), ("MB", 2**20)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{max(n, 0) / 2**10:.0f} KB"
 
 
 def _duration(s: float) -> str:
@@ -90,85 +85,11 @@ def _forward_flops(spec) -> float:
     return flops
 
 
-def _spec(config):
-    from cfl_core.data import dataset_info
-    from cfl_core.engine.models import build_model, default_model
-
-    info = dataset_info(config.dataset)
-    family = config.model or default_model(info.task, info.input_shape, config.unsupervised)
-    outputs = 1 if info.task == "regression" else info.num_classes
-    return info, build_model(family, info.input_shape, outputs, info.task)
-
-
-def memory_limit(device: str) -> int:
-    if device == "cuda":
-        try:
-            import torch
-
-            return int(torch.cuda.get_device_properties(0).total_memory * 0.8)
-        except Exception:
-            pass
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024 // 2
-    except OSError:
-        pass
-    return 4 * 2**30
-
-
 def seconds_limit() -> float:
     try:
         return float(os.environ.get(MAX_MINUTES_ENV) or 20) * 60
     except ValueError:
         return 20 * 60.0
-
-
-def unit_memory(config) -> dict[str, int]:
-    """Bytes of each kind of tensor one experiment holds: "data", then "kept" (between rounds) and "round" (at a
-    round's peak, freed after it); see the module docstring for what each counts."""
-    from cfl_core.algorithms import ALGORITHMS
-
-    info, spec = _spec(config)
-    pcfg = config.partition_config()
-    clients = config.num_clients
-    n_train = config.samples_per_client * (1 + 2 * float(config.quantity_skew))  # padding to the largest client
-    n_test = pcfg.test_size
-    inputs = math.prod(info.input_shape)
-    samples = clients * (n_train + n_test)
-    data = samples * (inputs * 4 + 8 + 1)  # float32 inputs, int64 labels, the validity mask
-    if config.shift != "none":
-        data = data * 2 + samples * 8  # the run's own copy of the federation, and each sample's origin
-    P = max(1, round(config.participation * clients))
-    D = spec.dim
-    algo = ALGORITHMS.get(config.algorithm)
-    name = algo.name if algo is not None else config.algorithm
-    k = config.models or 1
-    models = clients if algo is not None and algo.one_model_per_client else k
-    kept = models * D * 4
-    if name == "cfl":
-        kept += 2 * clients * D * 4  # the parameter tree: pre-split models and the children's cached updates
-    if name in ("flexcfl", "fedgroup"):
-        kept += 2 * k * D * 8  # SVD directions and group directions (float64)
-    batch = min(config.batch_size, max(1, int(n_train)))
-    chunk = min(P * 4 * (6 * D + batch * spec.activation_floats()), ENGINE_BUDGET)
-    steps = config.local_epochs * max(1, math.ceil(n_train / batch))
-    loss_models = k if algo is not None and algo.has_loss_vectors else 0
-    per_round = {
-        "engine chunk": chunk,  # training or evaluation: the engine bounds either by its budget
-        "trained parameters": 2 * P * D * 4,  # every participant's result and its update (or start)
-        "new models and sums": 3 * models * D * 4,
-        "loss matrix and KMeans": P * loss_models * (4 + 4 * 8),
-        "schedule": steps * P * batch * 9,
-        "checkpoint": 2 * kept,  # the state's copy and its bytes, while they are written
-    }
-    if name == "cfl":
-        per_round["similarity"] = 2 * P * D * 8 + 2 * P * P * 8  # float64 unit updates and the cosine matrix
-    if name in ("flexcfl", "fedgroup"):
-        cold = min(clients, max(k, math.ceil(20 * k)))
-        per_round["cold start"] = cold * D * (4 + 8 + 8)  # pre-trained models, their float64 updates, the SVD
-    return {"data": int(data), "kept": int(kept), "round": int(sum(per_round.values()))}
 
 
 def unit_cost(config) -> tuple[int, int, float]:
