@@ -14,8 +14,7 @@ import streamlit as st
 from ..charts import figures as F
 from ..form import session as S
 from ..charts.draw import chart, legend_rows, run_identity
-from ..charts.embedding import PCA, loss_embedding
-from .lessons import BY_ID, CURVES, EMBEDDING, LESSONS, configs, missing
+from .lessons import BY_ID, CURVES, EMBEDDING, LESSONS, configs, lesson_embedding, missing, upto
 from .run_charts import series_of
 from ..jobs.snapshots import LOCKSTEP
 from ..form.url_sync import app_url
@@ -73,35 +72,41 @@ def _annotate(fig, note: str | None, rnd: int | None, vline: bool):
     return fig
 
 
-def _upto(unit, rnd):
-    return [r for r in unit.records if r.round <= rnd]
+def step_figures(lesson, step, units, rnd: int, note: str | None) -> list:
+    """What step `step` draws at round `rnd`: [(key suffix, title, figure builder)], or a string saying why
+    nothing can be drawn yet. The lesson-claim tests check the notes against exactly these figures."""
+    if step.chart == EMBEDDING:
+        u = units[step.unit]
+        emb = lesson_embedding(u, rnd, cache_key=run_identity(u))
+        if emb is None or all(f.round != rnd for f in emb.frames):
+            return f"{u.label} has measured no loss vectors by round {rnd} (its first round assigns at random)."
+        return [("emb", f"**How {u.label} sees the clients** · round {rnd}",
+                 lambda: _annotate(F.embedding_figure(emb, rnd, height=470, animate=False), note, None, False))]
+    if step.chart == CURVES:
+        series = [F.Series(s.label, tuple(upto(u, rnd)), s.color) for s, u in zip(series_of(units), units)]
+        title = f"**{'Accuracy' if step.metric == 'accuracy' else 'Clusters found (ARI)'} up to round {rnd}**"
+        return [("curves", title, lambda: _annotate(F.metric_figure(
+            series, [step.metric], height=400, target=0.9 if step.metric == "ari" else None), note, rnd, True))]
+    # heatmaps keep the rows in the order of the lesson's first round (the order its first step showed)
+    def heatmap(u, i):
+        order = u.records[0] if u.records else None
+        return _annotate(F.assignment_heatmap(upto(u, rnd), order_by=order), note if i == 0 else None, None, False)
+
+    return [(f"heat{i}", f"**Who trains which model** · {u.label}", lambda u=u, i=i: heatmap(u, i))
+            for i, u in enumerate(units)]
 
 
 def step_chart(lesson, step, units, rnd: int, note: str | None, key: str) -> None:
     """The step's chart at round `rnd`, with the note once the player has arrived."""
     tag = ("lesson", lesson.id, step.title, tuple(u.ref for u in units), rnd, note)
-    if step.chart == EMBEDDING:
-        u = units[step.unit]
-        emb = loss_embedding(u.records, PCA, cache_key=run_identity(u))
-        if emb is None or all(f.round != rnd for f in emb.frames):
-            st.info(f"{u.label} has measured no loss vectors by round {rnd} (its first round assigns at random).",
-                    icon=":material/hourglass_top:")
-            return
-        chart(lambda: _annotate(F.embedding_figure(emb, rnd, height=470, animate=False), note, None, False),
-              f"{key}.emb", cache=tag, title=f"**How {u.label} sees the clients** · round {rnd}")
-    elif step.chart == CURVES:
-        series = [F.Series(s.label, tuple(_upto(u, rnd)), s.color) for s, u in zip(series_of(units), units)]
-        chart(lambda: _annotate(F.metric_figure(series, [step.metric], height=400,
-                                                target=0.9 if step.metric == "ari" else None), note, rnd, True),
-              f"{key}.curves", cache=tag,
-              title=f"**{'Accuracy' if step.metric == 'accuracy' else 'Clusters found (ARI)'} up to round {rnd}**")
-    else:
-        cols = st.columns(len(units))
-        for i, (col, u) in enumerate(zip(cols, units)):
-            with col:
-                chart(lambda u=u: _annotate(F.assignment_heatmap(_upto(u, rnd)), note if i == 0 else None,
-                                            None, False),
-                      f"{key}.heat{i}", cache=(*tag, i), title=f"**Who trains which model** · {u.label}")
+    drawn = step_figures(lesson, step, units, rnd, note)
+    if isinstance(drawn, str):
+        st.info(drawn, icon=":material/hourglass_top:")
+        return
+    cols = st.columns(len(drawn)) if len(drawn) > 1 else [st.container()]
+    for col, (suffix, title, build) in zip(cols, drawn):
+        with col:
+            chart(build, f"{key}.{suffix}", cache=(*tag, suffix), title=title)
 
 
 def _advance(lesson, step, units) -> tuple[int | None, int | None, bool]:
