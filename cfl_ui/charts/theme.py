@@ -54,13 +54,24 @@ div[data-testid="stExpander"] details summary p {font-weight: 600;}
 """
 
 
-# presenter mode: no sidebar, everything in the main area larger (charts included) for a projector
+# presenter mode: no sidebar, text and charts larger for a projector. Text by its font sizes and the charts by
+# sizing their figures (PRESENT_SCALE, cfl_ui.charts.draw): never a CSS zoom, under which plotly, laying a chart
+# out in the pixels it was given, drew legends, colour bars and the replay's slider past the chart's box
+PRESENT_SCALE = 1.25
 PRESENT_CSS = """
 <style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"]
   {display: none !important;}
-[data-testid="stMainBlockContainer"] {zoom: 1.22; max-width: 100%; padding-left: 2rem; padding-right: 2rem;}
-.st-key-cfl-runbar-main {display: flex !important;}
+[data-testid="stMainBlockContainer"] {max-width: 100%; padding-left: 2rem; padding-right: 2rem;}
+[data-testid="stMainBlockContainer"] {font-size: 1.2rem;}
+[data-testid="stMainBlockContainer"] [data-testid="stMarkdownContainer"] p,
+[data-testid="stMainBlockContainer"] [data-testid="stMarkdownContainer"] li,
+[data-testid="stMainBlockContainer"] [data-testid="stWidgetLabel"] p,
+[data-testid="stMainBlockContainer"] button p {font-size: 1.2rem;}
+[data-testid="stMainBlockContainer"] [data-testid="stCaptionContainer"] p {font-size: 1.0rem;}
+[data-testid="stMainBlockContainer"] h2 {font-size: 2.4rem;}
+[data-testid="stMainBlockContainer"] h3 {font-size: 1.7rem;}
+.st-key-cfl-runbar-main, .st-key-cfl-present-main {display: flex !important;}
 [data-testid="stMetricValue"] {font-size: 2.3rem !important;}
 [data-testid="stMetricLabel"] p {font-size: 1.0rem !important;}
 </style>
@@ -113,6 +124,11 @@ def presenter_toggle() -> bool:
     if on:
         st.html(PRESENT_CSS)
     return on
+
+
+def figure_scale() -> float:
+    """How many times larger charts are drawn on this page: PRESENT_SCALE in presenter mode, else 1."""
+    return PRESENT_SCALE if st.session_state.get(PRESENT_ON) else 1.0
 
 
 def page_header(title: str, lead: str) -> None:
