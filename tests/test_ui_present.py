@@ -9,6 +9,7 @@ from cfl_ui.charts import figures as F
 from cfl_ui.charts.embedding import PCA, loss_embedding
 from cfl_ui.charts.scale import scaled_spec
 from tests.test_ui_figures import records
+from tests.test_ui_pages import runs  # noqa: F401  (the pages' runs-folder fixture)
 
 S = 1.25
 
@@ -58,3 +59,18 @@ def test_a_heatmaps_colour_bar_and_a_drawn_figure_grow():
     assert drawn.layout.height == round(300 * S) + draw.TOOLBAR_BAND
     assert drawn.layout.margin.t == fig.layout.margin.t * S + draw.TOOLBAR_BAND
     assert draw.sized(fig, 1) is fig
+
+
+def test_partitions_has_its_preset_picker_under_the_title_where_the_sidebar_is_hidden(runs):
+    """Presenter mode hides the sidebar: the Partitions page's preset picker has a copy in the main area (shown
+    there by the same CSS as the training pages' run controls), and choosing in it fills the page's controls."""
+    from cfl_ui.charts.theme import CSS, PICKERS_MAIN, PRESENT_CSS
+    from tests.test_ui_pages import app, ok
+
+    assert f".st-key-{PICKERS_MAIN} {{display: none;}}" in CSS
+    assert f".st-key-{PICKERS_MAIN} {{display: flex !important;}}" in PRESENT_CSS
+    at = ok(app("pages/partitions.py", {"present": "1"}))
+    at.selectbox(key="part.main.preset").set_value("Label swaps (concept shift)")
+    ok(at.run())
+    assert at.selectbox(key="part.partition").value == "concept-shift"
+    assert at.selectbox(key="part.preset").value == "Label swaps (concept shift)"

@@ -17,7 +17,8 @@ CSS = """
    sidebar, and under the title where the sidebar is hidden: it starts collapsed in windows up to NARROW_PX wide
    (SIDEBAR_JS below), and presenter mode has none (PRESENT_CSS) */
 .st-key-cfl-runbar-main {display: none;}
-@media (max-width: 1024px) {.st-key-cfl-runbar-main {display: flex;}
+.st-key-cfl-pickers-main {display: none;}
+@media (max-width: 1024px) {.st-key-cfl-runbar-main, .st-key-cfl-pickers-main {display: flex;}
   [data-testid="stSidebar"] .st-key-cfl-runbar-side {display: none;}}
 .st-key-cfl-sidebar-js {display: none;}
 [data-testid="stMetricValue"] {font-size: 1.55rem;}
@@ -71,12 +72,14 @@ PRESENT_CSS = """
 [data-testid="stMainBlockContainer"] [data-testid="stCaptionContainer"] p {font-size: 1.0rem;}
 [data-testid="stMainBlockContainer"] h2 {font-size: 2.4rem;}
 [data-testid="stMainBlockContainer"] h3 {font-size: 1.7rem;}
-.st-key-cfl-runbar-main, .st-key-cfl-present-main {display: flex !important;}
+.st-key-cfl-runbar-main {display: flex !important;}
+.st-key-cfl-pickers-main {display: flex !important;}
 [data-testid="stMetricValue"] {font-size: 2.3rem !important;}
 [data-testid="stMetricLabel"] p {font-size: 1.0rem !important;}
 </style>
 """
 RUNBAR_SIDE, RUNBAR_MAIN = "cfl-runbar-side", "cfl-runbar-main"  # the run controls' two places (CSS above)
+PICKERS_MAIN = "cfl-pickers-main"  # a page's copy of its sidebar's pickers (Partitions' presets), shown as RUNBAR_MAIN
 PRESENT_KEY = "cfl.present"  # the switch (a widget: its state goes when a page without it is drawn)
 PRESENT_ON = "cfl.present_on"  # whether presenter mode is on, kept across pages
 
@@ -111,10 +114,16 @@ def apply_theme() -> None:
         st.html(SIDEBAR_JS, unsafe_allow_javascript=True)
 
 
-def presenter_toggle() -> bool:
-    """The "Presenter mode" switch beside every page's title (also ?present=1 in a link); True when on."""
+def presenting() -> bool:
+    """Whether presenter mode is on: the switch's state, kept across pages, or on a first visit ?present=1."""
     if PRESENT_ON not in st.session_state:
         st.session_state[PRESENT_ON] = st.query_params.get("present") == "1"
+    return bool(st.session_state[PRESENT_ON])
+
+
+def presenter_toggle() -> bool:
+    """The "Presenter mode" switch beside every page's title (also ?present=1 in a link); True when on."""
+    presenting()
     st.session_state[PRESENT_KEY] = st.session_state[PRESENT_ON]
     st.toggle("Presenter mode", key=PRESENT_KEY,
               on_change=lambda: st.session_state.__setitem__(PRESENT_ON, st.session_state[PRESENT_KEY]),
