@@ -124,4 +124,4 @@ def test_the_step_its_next_button_and_note_stand_beside_its_chart(runs, present)
     scale = 1.25 if present else 1.0
     assert spec["layout"]["font"]["size"] == 12 * scale
     assert {t["marker"]["size"] for t in spec["data"] if t.get("customdata")} == {12 * scale}
-    assert abs(spec["layout"]["height"] - 500) <= 1  # 470 px and the toolbar's band, in either mode
+    assert abs(spec["layout"]["height"] - 470) <= 1  # 440 px and the toolbar's band, in either mode

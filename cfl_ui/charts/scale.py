@@ -49,7 +49,8 @@ def _walk(node, factor: float, parent: str = ""):
                 out[key] = {k: _times(v, factor) for k, v in value.items()}
             else:
                 out[key] = _walk(value, factor, key)
-        elif key in _PIXELS or (key == "size" and parent not in _NOT_PIXEL_SIZE) or (key == "width" and parent == "line"):
+        elif (key in _PIXELS or (key == "size" and parent not in _NOT_PIXEL_SIZE)
+              or (key == "width" and parent == "line")):
             out[key] = _times(value, factor)
         else:
             out[key] = value

@@ -72,6 +72,9 @@ PRESENT_CSS = """
 [data-testid="stMainBlockContainer"] [data-testid="stCaptionContainer"] p {font-size: 1.0rem;}
 [data-testid="stMainBlockContainer"] h2 {font-size: 2.4rem;}
 [data-testid="stMainBlockContainer"] h3 {font-size: 1.7rem;}
+/* a projector of 1024 px or less: text a little less large, so a lesson's words, note and chart share the screen */
+@media (max-width: 1024px) {[data-testid="stMainBlockContainer"] [data-testid="stMarkdownContainer"] p,
+  [data-testid="stMainBlockContainer"] [data-testid="stMarkdownContainer"] li {font-size: 1.05rem;}}
 .st-key-cfl-runbar-main {display: flex !important;}
 .st-key-cfl-pickers-main {display: flex !important;}
 [data-testid="stMetricValue"] {font-size: 2.3rem !important;}

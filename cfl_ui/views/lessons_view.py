@@ -86,13 +86,14 @@ def step_figures(lesson, step, units, rnd: int, note: str | None, fit: float = 1
         emb = lesson_embedding(u, rnd, cache_key=run_identity(u))
         if emb is None or all(f.round != rnd for f in emb.frames):
             return f"{u.label} has measured no loss vectors by round {rnd} (its first round assigns at random)."
-        return [("emb", f"**How {u.label} sees the clients** · round {rnd}",
-                 lambda: _annotate(F.embedding_figure(emb, rnd, height=int(470 * fit), animate=False), note, None, False))]
+        return [("emb", f"**How {u.label} sees the clients** · round {rnd}", lambda: _annotate(
+            F.embedding_figure(emb, rnd, height=int(440 * fit), animate=False), note, None, False))]
     if step.chart == CURVES:
         series = [F.Series(s.label, tuple(upto(u, rnd)), s.color) for s, u in zip(series_of(units), units)]
         title = f"**{'Accuracy' if step.metric == 'accuracy' else 'Clusters found (ARI)'} up to round {rnd}**"
+        target = 0.9 if step.metric == "ari" else None
         return [("curves", title, lambda: _annotate(F.metric_figure(
-            series, [step.metric], height=int(400 * fit), target=0.9 if step.metric == "ari" else None), note, rnd, True))]
+            series, [step.metric], height=int(380 * fit), target=target), note, rnd, True))]
     # heatmaps keep the rows in the order of the lesson's first round (the order its first step showed)
     def heatmap(u, i):
         order = u.records[0] if u.records else None

@@ -88,7 +88,8 @@ def ready(values: dict, vs: str | None, key: str, *, blocked: str | None) -> Non
     else:
         st.info(
             f"**Ready.** {values.get('clusters')} × {values.get('clients_per_cluster')} clients on "
-            f"**{values.get('dataset')}** — *{values.get('partition')}*: {PARTITION_HELP.get(values.get('partition'), '')}. "
+            f"**{values.get('dataset')}** — *{values.get('partition')}*: "
+            f"{PARTITION_HELP.get(values.get('partition'), '')}. "
             f"{who}" + (f" with {k_hat} models" if k_hat else "") + f", {values.get('rounds')} rounds. "
             "Press **Run** (at the top of the sidebar, or under the title where the sidebar is hidden).",
             icon=":material/play_circle:")
