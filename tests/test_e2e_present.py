@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tools import browser as B
+from cfl_ui.views.lessons import LESSONS, missing
 from tests.test_e2e_teach import SIDE_BY_SIDE, finished, no_exception, resize
 
 SIZES = [(1366, 768), (1024, 768), (800, 900), (1920, 1080)]
@@ -172,6 +173,21 @@ def test_a_lesson_step_its_chart_note_and_next_are_on_one_screen(site):
                     no_exception(page)
                     if i < 2:
                         B.click_until(page, "Next", f"Step {i + 2} of 3")
+            finally:
+                page.close()
+    # every lesson, every step, as a presenter walks them (assets/present/walk.py) and in a plain window: the
+    # longest step's words and note (the 2-model picture) fit beside the chart too
+    for present in (True, False):
+        for lesson in [x for x in LESSONS if not missing(x) and x.id != "collapse"]:
+            query = f"lesson={lesson.id}&step=1" + ("&present=1" if present else "")
+            page = open_page(browser, f"{url}/lessons?{query}", SIZES[0])
+            try:
+                for i in range(len(lesson.steps)):
+                    page.get_by_text(f"step {i + 1} paused at round").first.wait_for(timeout=180000)
+                    B.settle(page)
+                    lesson_step_on_one_screen(page, SIZES[0], i)
+                    if i < len(lesson.steps) - 1:
+                        B.click_until(page, "Next", f"Step {i + 2} of {len(lesson.steps)}")
             finally:
                 page.close()
     page = dark_page(browser, f"{url}/lessons?lesson=loss-vectors&step=2&present=1", SIZES[0])

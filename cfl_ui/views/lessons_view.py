@@ -21,7 +21,8 @@ from ..jobs.snapshots import LOCKSTEP
 from ..form.url_sync import app_url
 
 TICK = 0.5  # seconds per round while a step plays
-LAYOUT = [2, 3]  # the page's two columns: the step's words, Next and the note | the step's chart
+LAYOUT = [1, 1]  # the page's two columns: the step's words, Next and the note | the step's chart (a long step and its
+# note fit beside the chart at 1366x768 in presenter mode only with half the width: assets/present/walk.py)
 HEAD = "les.head"  # the round the player shows, per lesson
 
 
