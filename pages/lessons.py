@@ -40,7 +40,7 @@ page_header("Lessons", "Guided walk-throughs: read a step, watch the run play to
                        "<b>Next</b>. Every number in a note is read from the run itself.")
 # the step's words, Next and the note on the left, its chart on the right: all on screen together at 1366x768 (and
 # in presenter mode) without scrolling; the lesson picker in the main area, so presenter mode (no sidebar) has it
-words, picture = st.columns(V.LAYOUT, gap="medium")
+words, picture = st.columns(V.layout(step), gap="medium")
 with words:
     st.selectbox("Lesson", ids, key=LESSON_KEY, format_func=lambda i: V.BY_ID[i].title, on_change=on_lesson,
                  help="Each lesson prepares its own small run once per server, then plays it for you.")

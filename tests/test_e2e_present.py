@@ -146,7 +146,9 @@ def lesson_step_on_one_screen(page, size, step: int) -> None:
     """The lesson picker, the step's Next, its chart (the whole of it) and its note inside the window."""
     on_screen(page, size, page.get_by_role("combobox", name="Lesson", exact=True).first, "lesson picker")
     on_screen(page, size, page.get_by_role("button", name="Next", exact=True).first, "Next")
-    on_screen(page, size, page.locator(".stPlotlyChart").first, "the step's chart")
+    charts = page.locator(".stPlotlyChart")
+    for i in range(charts.count()):  # every chart of the step (two heatmaps side by side, or stacked)
+        on_screen(page, size, charts.nth(i), f"the step's chart {i}")
     note = page.locator('[data-testid="stAlertContentSuccess"]').filter(has_text=f"Round ").first
     on_screen(page, size, note, "the step's note")
 

@@ -56,7 +56,9 @@ def main() -> int:
                 B.settle(page)
                 seconds = time.time() - began
                 note = page.locator('[data-testid="stAlertContentSuccess"]').first
-                seen = {"chart": inside(page, page.locator(".stPlotlyChart").first), "note": inside(page, note),
+                charts = page.locator(".stPlotlyChart")
+                seen = {"charts": all(inside(page, charts.nth(c)) for c in range(charts.count())),
+                        "note": inside(page, note),
                         "Next": inside(page, page.get_by_role("button", name="Next", exact=True).first)}
                 page.screenshot(path=str(out / f"{lesson.id}-{i + 1}.png"))
                 if i == len(lesson.steps) - 1:

@@ -50,6 +50,10 @@ CSS = """
   {min-width: min(280px, 100%);}
 [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .stPlotlyChart)
   > [data-testid="stColumn"]:has([class*="st-key-cfl-emb"]) {min-width: min(400px, 100%);}
+/* a lesson's two heatmaps stay side by side down to 200 px each (cfl_ui.views.lessons_view marks them): stacked, the
+   second fell below a 768-px screen */
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [class*="st-key-cfl-lesson-heat"])
+  > [data-testid="stColumn"] {min-width: min(200px, 100%);}
 div[data-testid="stExpander"] details summary p {font-weight: 600;}
 </style>
 """

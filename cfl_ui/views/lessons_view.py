@@ -15,14 +15,22 @@ from ..charts import figures as F
 from ..form import session as S
 from ..charts.draw import chart, legend_rows, run_identity
 from ..charts.theme import figure_scale
-from .lessons import BY_ID, CURVES, EMBEDDING, LESSONS, configs, lesson_embedding, missing, upto
+from .lessons import BY_ID, CURVES, EMBEDDING, HEATMAP, LESSONS, configs, lesson_embedding, missing, upto
 from .run_charts import series_of
 from ..jobs.snapshots import LOCKSTEP
 from ..form.url_sync import app_url
 
 TICK = 0.5  # seconds per round while a step plays
-LAYOUT = [1, 1]  # the page's two columns: the step's words, Next and the note | the step's chart (a long step and its
-# note fit beside the chart at 1366x768 in presenter mode only with half the width: assets/present/walk.py)
+# the page's two columns: the step's words, Next and the note | the step's chart. Half and half for one chart (the
+# 2-model picture's long step and note fit beside it at 1366x768 in presenter mode only so: assets/present/walk.py);
+# 2 to 3 for two heatmaps side by side (at 1366 px beside the sidebar each keeps its 280 px, cfl_ui.charts.theme)
+HALVES, WIDE_CHARTS = [1, 1], [2, 3]
+HEATMAP_PX = 230  # a lesson's heatmap: two stacked in an 800-px window stay on a 900-px screen
+
+
+def layout(step) -> list:
+    """The page's column widths for `step`."""
+    return WIDE_CHARTS if step.chart == HEATMAP else HALVES
 HEAD = "les.head"  # the round the player shows, per lesson
 
 
@@ -98,7 +106,8 @@ def step_figures(lesson, step, units, rnd: int, note: str | None, fit: float = 1
     # heatmaps keep the rows in the order of the lesson's first round (the order its first step showed)
     def heatmap(u, i):
         order = u.records[0] if u.records else None
-        return _annotate(F.assignment_heatmap(upto(u, rnd), order_by=order), note if i == 0 else None, None, False)
+        return _annotate(F.assignment_heatmap(upto(u, rnd), height=int(HEATMAP_PX * fit), order_by=order),
+                         note if i == 0 else None, None, False)
 
     return [(f"heat{i}", f"**Who trains which model** · {u.label}", lambda u=u, i=i: heatmap(u, i))
             for i, u in enumerate(units)]
@@ -117,7 +126,8 @@ def step_chart(lesson, step, units, rnd: int, note: str | None, key: str, badge:
         return
     cols = st.columns(len(drawn)) if len(drawn) > 1 else [st.container()]
     for i, (col, (suffix, title, build)) in enumerate(zip(cols, drawn)):
-        with col:
+        # marked: two heatmaps keep side by side in a narrower column than other charts (cfl_ui.charts.theme)
+        with col, st.container(key=f"cfl-lesson-{suffix}"):
             chart(build, f"{key}.{suffix}", cache=(*tag, suffix), title=f"{badge} {title}" if badge and i == 0
                   else title)
 
