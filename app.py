@@ -7,14 +7,15 @@ import streamlit as st
 st.set_page_config(page_title="CFL Lab", page_icon=":material/hub:", layout="wide",
                    initial_sidebar_state="expanded")
 
-from cfl_ui.charts.theme import apply_theme  # noqa: E402  (after set_page_config)
+from cfl_ui.charts.theme import apply_theme, presenting  # noqa: E402  (after set_page_config)
 
 from cfl_core.plugins import plugin_problems  # noqa: E402
 
 apply_theme()
 for problem in plugin_problems():  # an installed plugin that was left out: said on every page, never a crash
-    st.sidebar.warning(problem.message, icon=":material/extension_off:")
-navigation = st.navigation([
+    (st if presenting() else st.sidebar).warning(problem.message, icon=":material/extension_off:")
+# presenter mode hides the sidebar, and with it the pages' menu: the menu moves to the bar at the top
+navigation = st.navigation(position="top" if presenting() else "sidebar", pages=[
     st.Page("pages/playground.py", title="Playground", icon=":material/science:", default=True),
     st.Page("pages/lessons.py", title="Lessons", icon=":material/school:", url_path="lessons"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),

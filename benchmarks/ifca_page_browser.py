@@ -1,7 +1,7 @@
 """The IFCA-initialisation page's 60 runs timed in a real browser: the estimate it shows against the time from Run to
 "60 of 60 runs done", and whether the server keeps answering another session meanwhile.
 
-    python benchmarks/ifca_page_browser.py [--repo DIR] [--runs 2] [--out results.json]
+    python benchmarks/ifca_page_browser.py [--repo DIR] [--runs 2] [--seeds N] [--out results.json]
 
 Starts the dashboard headless (`python -m cfl_ui.serve`, as `make run`) from --repo (default: this checkout; any
 checkout of the project works, so an older page can be timed the same way), opens the IFCA page in Debian's
@@ -9,6 +9,7 @@ chromium (Playwright), waits for the estimate, presses Run and waits for every r
 (first seed 100, so nothing is resumed) in the same server: the local pool's workers are warm then. While a sweep
 runs, a second browser context opens the Playground and the seconds until its Run button shows are recorded.
 Prints one JSON object (and writes it to --out): per sweep the estimate text, the seconds, and the load.
+--seeds N: N seeds instead of the page's default 10 (6 N runs: 3 init modes x IFCA and CLoVE; 2 gives 12).
 """
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repo", default=str(HERE), help="the checkout whose dashboard is timed")
     ap.add_argument("--runs", type=int, default=2, help="sweeps in a row in one server (the second is warm)")
+    ap.add_argument("--seeds", type=int, help="seeds of the sweep (6 runs each); default: the page's (10)")
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(HERE))
@@ -73,7 +75,8 @@ def main(argv=None) -> int:
         browser = B.launch(p)
         try:
             page = browser.new_page(viewport={"width": 1600, "height": 1200})
-            target = url + "/ifca-init"
+            target = url + "/ifca-init" + (f"?seeds={args.seeds}" if args.seeds else "")
+            n_runs = 6 * (args.seeds or 10)
             for i in range(args.runs):
                 t_open = time.time()
                 page.goto(target)
@@ -95,10 +98,10 @@ def main(argv=None) -> int:
                 other.get_by_role("button", name="Run", exact=True).first.wait_for(timeout=300000)
                 other_s = time.time() - t_other
                 other.close()
-                B.wait_text(page, "60 of 60 runs done", 900)
+                B.wait_text(page, f"{n_runs} of {n_runs} runs done", 900)
                 seconds = time.time() - t_run
                 health.stop()
-                out["sweeps"].append({"sweep": i + 1, "estimate": estimate.strip(), "basis": basis,
+                out["sweeps"].append({"sweep": i + 1, "runs": n_runs, "estimate": estimate.strip(), "basis": basis,
                                       "seconds_run_to_done": round(seconds, 1),
                                       "seconds_open_to_estimate": round(t_run - t_open, 1),
                                       "other_session_playground_ready_s": round(other_s, 1),

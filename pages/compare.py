@@ -31,4 +31,4 @@ page = TrainingPage(
     "The link holds every setting and the run.",
     load_run_config=PC.compare_run_config, on_link=PC.compare_link(ctl),
     defaults={PC.ALGOS_KEY: PC.COMPARE_DEFAULT})
-training_page(page, sidebar=sidebar, controls=ctl.validated, body=lambda run: page_body(ctl))
+training_page(page, sidebar=sidebar, controls=ctl.validated, body=lambda run: page_body(ctl, run.verdict.blocked))

@@ -8,7 +8,7 @@ from cfl_ui.form import verdicts as VD
 from cfl_ui.form.panel import Panel
 from cfl_ui.charts.partition_facts import PARTITION_KEYS
 from cfl_ui.form.preset_picker import preset_picker
-from cfl_ui.charts.theme import page_header
+from cfl_ui.charts.theme import PICKERS_MAIN, page_header
 
 P = "part"
 
@@ -30,6 +30,9 @@ verdict = VD.validate_partition(panel, values)
 page_header("Partitions",
             "The clients before any training: which true cluster each belongs to, which labels and how many "
             "samples it holds, and what makes the clusters differ.")
+# where the sidebar is hidden (presenter mode, narrow windows) the preset picker is under the title too
+picker, _ = st.container(key=PICKERS_MAIN).columns([1.2, 2.8])
+preset_picker(panel, picker, copy="main")
 U.show_url_notes(P)
 
 if verdict.adjusted is not None:

@@ -22,6 +22,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
+from .scale import scaled_spec
+from .theme import figure_scale
+
 # every chart's toolbar (plotly's modebar, shown while the pointer is over the chart): the camera (PNG), zoom and
 # reset stay; pan, box/lasso select, zoom +/-, autoscale, spikes, hover modes and the logo go. The full bar is
 # 224 px wide and wraps onto a second row in an 800-px window, over the legend and the "round N" note.
@@ -154,12 +157,13 @@ LEGEND_ROW = 20  # px: one more row of a legend above the plot
 NARROWEST = 230
 
 
-def legend_rows(figure) -> int:
+def legend_rows(figure, scale: float = 1.0) -> int:
     """How many rows a horizontal legend above the plot may take in the narrowest column (1 for any other).
 
     A legend that wraps grows upwards from the plot's top edge, into the band: room is kept for its rows. Plotly
     stacks the entries of one legend group under each other (a run's ARI and NMI curves), so a group is a block
-    as tall as its entries and as wide as its widest; the blocks are laid out side by side and wrap."""
+    as tall as its entries and as wide as its widest; the blocks are laid out side by side and wrap. `scale`: the
+    figure's fonts and symbols are that many times larger (presenter mode, cfl_ui.charts.scale)."""
     legend = figure.layout.legend
     if figure.layout.showlegend is False or legend.orientation != "h" or (legend.y is not None and legend.y < 1):
         return 1
@@ -167,8 +171,8 @@ def legend_rows(figure) -> int:
     groups: dict = {}  # group -> entry widths, in the legend's order (a trace without a group is its own)
     for i, t in enumerate(figure.data):
         if t.showlegend is not False and t.name:  # the symbol and gaps, then the text (~6.5 px a character)
-            text = 5 + fixed if fixed else 6.5 * len(t.name)
-            groups.setdefault(t.legendgroup or ("", i), []).append(40 + text)
+            text = 5 * scale + fixed if fixed else 6.5 * scale * len(t.name)
+            groups.setdefault(t.legendgroup or ("", i), []).append(40 * scale + text)
     blocks = [(max(widths), len(widths)) for widths in groups.values()]
     if not blocks:
         return 1
@@ -192,7 +196,8 @@ def with_toolbar_band(figure):
         return figure
     top = figure.layout.margin.t
     if top is not None:
-        band = TOOLBAR_BAND + LEGEND_ROW * (legend_rows(figure) - 1)
+        scale = getattr(figure, "_cfl_scale", 1.0)  # the toolbar keeps its size; a legend's rows grow with the figure
+        band = TOOLBAR_BAND + round(LEGEND_ROW * scale) * (legend_rows(figure, scale) - 1)
         figure.layout.margin.t = top + band
         if figure.layout.height is not None:  # the plot keeps its size: what is placed around it keeps its place
             figure.layout.height += band
@@ -200,19 +205,34 @@ def with_toolbar_band(figure):
     return figure
 
 
-def _with_spec(figure):
+def sized(figure, scale: float):
+    """The figure drawn `scale` times larger (presenter mode: cfl_ui.charts.scale), as a new figure; the figure
+    itself at scale 1 or when it is not a plotly figure."""
+    if scale == 1 or not isinstance(figure, go.Figure):
+        return figure
+    from .figures import figure_from
+
+    spec = scaled_spec(figure.to_dict(), scale)
+    big = figure_from(spec["data"], spec["layout"], spec.get("frames"))
+    big._cfl_scale = scale
+    return big
+
+
+def _with_spec(figure, scale: float = 1.0):
     """(the figure, what st.plotly_chart draws of it: its Prepared form when it is a plotly figure)."""
-    figure = with_toolbar_band(figure)
+    figure = with_toolbar_band(sized(figure, scale))
     return figure, Prepared(figure) if isinstance(figure, go.Figure) else figure
 
 
-def _prepared_on(figure):
-    """_with_spec(figure), made once and kept on the figure itself (two sessions racing both make the same)."""
-    pair = getattr(figure, "_cfl_with_spec", None)
-    if pair is None:
-        pair = _with_spec(figure)
-        figure._cfl_with_spec = pair
-    return pair
+def _prepared_on(figure, scale: float = 1.0):
+    """_with_spec(figure, scale), made once per scale and kept on the figure itself (two sessions racing both make
+    the same)."""
+    pairs = getattr(figure, "_cfl_with_spec", None)
+    if pairs is None:
+        pairs = figure._cfl_with_spec = {}
+    if scale not in pairs:
+        pairs[scale] = _with_spec(figure, scale)
+    return pairs[scale]
 
 
 def chart(figure, key: str, *, cache: tuple | None = None, title: str | None = None,
@@ -227,12 +247,14 @@ def chart(figure, key: str, *, cache: tuple | None = None, title: str | None = N
     session."""
     if title:
         st.markdown(title)
+    scale = figure_scale()  # presenter mode: larger figures, not a zoomed page (their parts stay in their box)
     if cache is not None:
-        figure, drawn = cached(cache, lambda: _with_spec(figure() if callable(figure) else figure))
+        sized_cache = cache if scale == 1 else (*cache, ("scale", scale))
+        figure, drawn = cached(sized_cache, lambda: _with_spec(figure() if callable(figure) else figure, scale))
     elif shared and isinstance(figure, go.Figure):
-        figure, drawn = _prepared_on(figure)
+        figure, drawn = _prepared_on(figure, scale)
     else:
-        figure = drawn = with_toolbar_band(figure() if callable(figure) else figure)
+        figure = drawn = with_toolbar_band(sized(figure() if callable(figure) else figure, scale))
     picking = dict(on_select="rerun", selection_mode="points") if select else {}
     st.plotly_chart(drawn, key=key, width="stretch", config=TOOLBAR, **picking)
     if caption:

@@ -294,13 +294,18 @@ def _truth(record) -> np.ndarray:
 STRIP_WIDTH, STRIP_GAP = 0.04, 0.006  # the true-cluster strip's share of the width, the gap beside it
 
 
-def assignment_heatmap(records, height: int | None = None) -> go.Figure:
+def assignment_heatmap(records, height: int | None = None, order_by=None) -> go.Figure:
     """Clients (rows, grouped by true cluster) x rounds, each cell coloured by the model the client used
-    (at most MAX_ROUND_COLUMNS rounds: see `decimate`)."""
+    (at most MAX_ROUND_COLUMNS rounds: see `decimate`).
+
+    Rows are grouped by the last round's true clusters, or by those of the record `order_by` (a lesson keeps its
+    first step's order); where the truth has changed since, the strip shows both: then and now."""
     records = decimate(records)
     if not records:
         return empty_figure("no rounds yet")
-    truth = _truth(records[-1])
+    now = _truth(records[-1])
+    truth = now if order_by is None or len(_truth(order_by)) != len(now) else _truth(order_by)
+    both = not np.array_equal(truth, now)
     n = len(truth)
     order = np.lexsort((np.arange(n), truth))
     z_int = np.array([r.assignments for r in records], dtype=int).T[order]
@@ -312,11 +317,14 @@ def assignment_heatmap(records, height: int | None = None) -> go.Figure:
     clusters = sorted(set(truth.tolist()))
     rows_y = list(range(n))
     ticks = list(range(k)) if k <= 12 else list(range(0, k, max(1, k // 8)))
+    strip_z = np.column_stack([truth, now])[order] if both else truth[order][:, None]
+    top = int(max(truth.max(), now.max()))
     data = [
-        dict(type="heatmap", z=truth[order][:, None], x=["true"], y=rows_y, showscale=False, zmin=-0.5,
-             zmax=max(clusters) + 0.5,
-             colorscale=_discrete_scale([cluster_color(c) for c in range(max(clusters) + 1)]),
-             customdata=clients[:, None], hovertemplate="client %{customdata} · true cluster %{z}<extra></extra>",
+        dict(type="heatmap", z=strip_z, x=[f"r{order_by.round}", "now"] if both else ["true"], y=rows_y,
+             showscale=False, zmin=-0.5, zmax=top + 0.5,
+             colorscale=_discrete_scale([cluster_color(c) for c in range(top + 1)]),
+             customdata=np.repeat(clients[:, None], strip_z.shape[1], axis=1),
+             hovertemplate="client %{customdata} · true cluster %{z} (%{x})<extra></extra>",
              xgap=0, ygap=0, xaxis="x", yaxis="y"),
         dict(type="heatmap", z=z, x=rounds, y=rows_y, zmin=-0.5, zmax=k - 0.5,
              colorscale=_discrete_scale([model_color(m) for m in range(k)]),
@@ -338,9 +346,11 @@ def assignment_heatmap(records, height: int | None = None) -> go.Figure:
                                y0=y, y1=y, yref="y2"))
     if height is None:
         height = int(min(620, max(260, 9 * n + 110)))
-    strip = (1 - STRIP_GAP) * STRIP_WIDTH  # two columns side by side sharing the y axis (make_subplots' domains)
+    # two columns side by side sharing the y axis (make_subplots' domains); the strip twice as wide for then/now
+    strip = (1 - STRIP_GAP) * STRIP_WIDTH * (2.5 if both else 1)
     lay = house(height, legend=False, plot_bgcolor=UNPLACED, shapes=shapes,
-                xaxis=dict(anchor="y", domain=[0.0, strip], showticklabels=False, showgrid=False),
+                xaxis=dict(anchor="y", domain=[0.0, strip], showticklabels=both, showgrid=False, side="top",
+                           tickfont=dict(size=10)),
                 yaxis=dict(anchor="x", domain=[0.0, 1.0], tickvals=tickvals, ticktext=ticktext, autorange="reversed",
                            showgrid=False),
                 xaxis2=axis("round", anchor="y2", domain=[strip + STRIP_GAP, 1.0], showgrid=False),

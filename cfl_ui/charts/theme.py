@@ -17,7 +17,8 @@ CSS = """
    sidebar, and under the title where the sidebar is hidden: it starts collapsed in windows up to NARROW_PX wide
    (SIDEBAR_JS below), and presenter mode has none (PRESENT_CSS) */
 .st-key-cfl-runbar-main {display: none;}
-@media (max-width: 1024px) {.st-key-cfl-runbar-main {display: flex;}
+.st-key-cfl-pickers-main {display: none;}
+@media (max-width: 1024px) {.st-key-cfl-runbar-main, .st-key-cfl-pickers-main {display: flex;}
   [data-testid="stSidebar"] .st-key-cfl-runbar-side {display: none;}}
 .st-key-cfl-sidebar-js {display: none;}
 [data-testid="stMetricValue"] {font-size: 1.55rem;}
@@ -49,23 +50,43 @@ CSS = """
   {min-width: min(280px, 100%);}
 [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] .stPlotlyChart)
   > [data-testid="stColumn"]:has([class*="st-key-cfl-emb"]) {min-width: min(400px, 100%);}
+/* a lesson's two heatmaps stay side by side down to 200 px each (cfl_ui.views.lessons_view marks them): stacked, the
+   second fell below a 768-px screen */
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [class*="st-key-cfl-lesson-heat"])
+  > [data-testid="stColumn"] {min-width: min(200px, 100%);}
 div[data-testid="stExpander"] details summary p {font-weight: 600;}
 </style>
 """
 
 
-# presenter mode: no sidebar, everything in the main area larger (charts included) for a projector
+# presenter mode: no sidebar, text and charts larger for a projector. Text by its font sizes and the charts by
+# sizing their figures (PRESENT_SCALE, cfl_ui.charts.draw): never a CSS zoom, under which plotly, laying a chart
+# out in the pixels it was given, drew legends, colour bars and the replay's slider past the chart's box
+PRESENT_SCALE = 1.25
 PRESENT_CSS = """
 <style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"]
   {display: none !important;}
-[data-testid="stMainBlockContainer"] {zoom: 1.22; max-width: 100%; padding-left: 2rem; padding-right: 2rem;}
+[data-testid="stMainBlockContainer"] {max-width: 100%; padding-left: 2rem; padding-right: 2rem;}
+[data-testid="stMainBlockContainer"] {font-size: 1.2rem;}
+[data-testid="stMainBlockContainer"] [data-testid="stMarkdownContainer"] p,
+[data-testid="stMainBlockContainer"] [data-testid="stMarkdownContainer"] li,
+[data-testid="stMainBlockContainer"] [data-testid="stWidgetLabel"] p,
+[data-testid="stMainBlockContainer"] button p {font-size: 1.2rem;}
+[data-testid="stMainBlockContainer"] [data-testid="stCaptionContainer"] p {font-size: 1.0rem;}
+[data-testid="stMainBlockContainer"] h2 {font-size: 2.4rem;}
+[data-testid="stMainBlockContainer"] h3 {font-size: 1.7rem;}
+/* a projector of 1024 px or less: text a little less large, so a lesson's words, note and chart share the screen */
+@media (max-width: 1024px) {[data-testid="stMainBlockContainer"] [data-testid="stMarkdownContainer"] p,
+  [data-testid="stMainBlockContainer"] [data-testid="stMarkdownContainer"] li {font-size: 1.05rem;}}
 .st-key-cfl-runbar-main {display: flex !important;}
+.st-key-cfl-pickers-main {display: flex !important;}
 [data-testid="stMetricValue"] {font-size: 2.3rem !important;}
 [data-testid="stMetricLabel"] p {font-size: 1.0rem !important;}
 </style>
 """
 RUNBAR_SIDE, RUNBAR_MAIN = "cfl-runbar-side", "cfl-runbar-main"  # the run controls' two places (CSS above)
+PICKERS_MAIN = "cfl-pickers-main"  # a page's copy of its sidebar's pickers (Partitions' presets), shown as RUNBAR_MAIN
 PRESENT_KEY = "cfl.present"  # the switch (a widget: its state goes when a page without it is drawn)
 PRESENT_ON = "cfl.present_on"  # whether presenter mode is on, kept across pages
 
@@ -100,10 +121,16 @@ def apply_theme() -> None:
         st.html(SIDEBAR_JS, unsafe_allow_javascript=True)
 
 
-def presenter_toggle() -> bool:
-    """The "Presenter mode" switch beside every page's title (also ?present=1 in a link); True when on."""
+def presenting() -> bool:
+    """Whether presenter mode is on: the switch's state, kept across pages, or on a first visit ?present=1."""
     if PRESENT_ON not in st.session_state:
         st.session_state[PRESENT_ON] = st.query_params.get("present") == "1"
+    return bool(st.session_state[PRESENT_ON])
+
+
+def presenter_toggle() -> bool:
+    """The "Presenter mode" switch beside every page's title (also ?present=1 in a link); True when on."""
+    presenting()
     st.session_state[PRESENT_KEY] = st.session_state[PRESENT_ON]
     st.toggle("Presenter mode", key=PRESENT_KEY,
               on_change=lambda: st.session_state.__setitem__(PRESENT_ON, st.session_state[PRESENT_KEY]),
@@ -113,6 +140,11 @@ def presenter_toggle() -> bool:
     if on:
         st.html(PRESENT_CSS)
     return on
+
+
+def figure_scale() -> float:
+    """How many times larger charts are drawn on this page: PRESENT_SCALE in presenter mode, else 1."""
+    return PRESENT_SCALE if st.session_state.get(PRESENT_ON) else 1.0
 
 
 def page_header(title: str, lead: str) -> None:

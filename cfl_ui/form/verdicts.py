@@ -135,3 +135,10 @@ def verdict_note(verdict: Verdict, where) -> None:
             where.caption(":material/warning: Run is disabled until the setting marked in the sidebar is fixed.")
     elif verdict.estimate is not None:
         where.caption(f"Estimate: {verdict.estimate.describe()}.")
+
+
+def not_ready(blocked: str) -> None:
+    """In place of "Ready… press Run" while Run is disabled: why, in the main area (presenter mode has no sidebar
+    to read it in)."""
+    st.warning(f"**Not ready:** {md(blocked)}  \nRun stays disabled until this is fixed (the setting is marked "
+               "in the sidebar).", icon=":material/block:")

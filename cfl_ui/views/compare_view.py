@@ -16,6 +16,7 @@ from ..jobs.snapshots import FAILED
 from ..charts.tables import PERCENT, pct, rounds_csv, summary_rows, table_csv
 from ..form.page_choices import CMP, compare_options, compared
 from ..form.url_sync import algo_options_text, app_url
+from ..form.verdicts import not_ready
 
 
 def results_table(units) -> None:
@@ -107,7 +108,7 @@ def downloads(units, key: str, snap=None) -> None:
                        key=f"{key}.dl_rounds", icon=":material/download:", width="stretch", on_click="ignore")
 
 
-def page_body(ctl) -> dict:
+def page_body(ctl, ctl_blocked: str | None = None) -> dict:
     """The comparison the page shows (live while it runs), or what to do first; returns what the page's link
     carries beside the form."""
     snap = ctl.snapshot()
@@ -118,6 +119,8 @@ def page_body(ctl) -> dict:
         live_fragment(ctl.ref, render, initial_status=snap.status)
         if snap.status in POLLING:
             running_exports(ctl.ref, lambda s: list(s.units), f"{CMP}.export", draw=downloads)
+    elif ctl_blocked:
+        not_ready(ctl_blocked)
     else:
         st.info("Choose the data and at least two algorithms in the sidebar, then press **Run all**. Every algorithm "
                 "gets the same clients and the same initial models, so differences come from the algorithms alone.",

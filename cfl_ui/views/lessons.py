@@ -5,6 +5,12 @@ and a list of steps. A step names the round that matters (`when`, computed from
 the run's records) and the annotation shown there (`note`, computed from the same
 records: no number in a lesson is written by hand), and which chart carries it.
 Pure functions of records: cfl_ui.views.lessons_view draws them.
+
+A note never claims what its chart does not show: an embedding step draws the
+loss vectors of the rounds up to the one shown (so the axes fit what is drawn,
+not the whole run's range), and a note that counts groups counts the groups that
+stand apart on those axes (`visible_groups`); tests/test_lesson_claims.py checks
+every step's claim against the figure the page draws.
 """
 from __future__ import annotations
 
@@ -69,6 +75,57 @@ def loss_matrix(rec):
     return None if rec is None or rec.loss_matrix is None else np.asarray(rec.loss_matrix, dtype=float)
 
 
+def upto(unit, rnd) -> list:
+    """The run's records up to round `rnd`: what a step shown at that round draws."""
+    return [r for r in unit.records if r.round <= rnd]
+
+
+def lesson_embedding(unit, rnd, cache_key: str | None = None):
+    """The loss-vector embedding a step shows at round `rnd`: fitted on the rounds up to it, axes over them."""
+    from ..charts.embedding import PCA, loss_embedding
+
+    return loss_embedding(upto(unit, rnd), PCA, cache_key=cache_key)
+
+
+# Two groups count as apart on a chart when no point of one lies within this fraction of the axis ranges of a
+# point of the other: 5% is about 20 px on the lesson's 470-px chart, more than one 12-px marker.
+VISIBLE_GAP = 0.05
+
+
+def visible_groups(points, labels, ranges, gap: float = VISIBLE_GAP) -> int:
+    """How many of the labelled groups a reader sees apart on axes `ranges` ([[lo, hi], ...]): groups closer than
+    `gap` (single linkage, in fractions of each axis' range) are seen as one."""
+    pts = np.asarray(points, dtype=float)
+    labels = np.asarray(labels)
+    span = np.asarray([hi - lo for lo, hi in ranges], dtype=float)
+    lo = np.asarray([lo for lo, _ in ranges], dtype=float)
+    norm = (pts[:, : len(span)] - lo) / np.where(span > 0, span, 1.0)
+    names = sorted(set(labels.tolist()))
+    parent = {n: n for n in names}
+
+    def root(n):
+        while parent[n] != n:
+            n = parent[n]
+        return n
+
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            pa, pb = norm[labels == a], norm[labels == b]
+            if np.linalg.norm(pa[:, None, :] - pb[None, :, :], axis=2).min() < gap:
+                parent[root(a)] = root(b)
+    return len({root(n) for n in names})
+
+
+def groups_seen(unit, rnd) -> tuple[int, int] | None:
+    """(groups the run assigned, groups of them apart on the step's chart) at round `rnd`, or None without one."""
+    emb = lesson_embedding(unit, rnd)
+    frame = None if emb is None else next((f for f in emb.frames if f.round == rnd), None)
+    if frame is None:
+        return None
+    dims = 2 if emb.dims != 3 else 3
+    return len(set(frame.models.tolist())), visible_groups(frame.points, frame.models, emb.ranges[:dims])
+
+
 def lowest_loss_ari(rec) -> float | None:
     """ARI of the lowest-loss rule (each client to its argmin model) against the truth, at this round."""
     from cfl_core.scores import adjusted_rand
@@ -127,15 +184,26 @@ def first_measured(units, which: int = 0):
     return next((r.round for r in units[which].records if r.loss_matrix is not None), None)
 
 
-def clove_first_measured(units):
-    return first_measured(units, 1)
+def clove_groups_apart(units):
+    """CLoVE's first measured round whose assigned groups all stand apart on the chart (else its last measured
+    round, where the note says how many are seen)."""
+    u = units[1]
+    if u.live or not u.records:
+        return None
+    measured = [r.round for r in u.records if r.loss_matrix is not None]
+    for rnd in measured:
+        seen = groups_seen(u, rnd)
+        if seen is not None and seen[0] == seen[1]:
+            return rnd
+    return measured[-1] if measured else None
 
 
 def clove_groups(units, rnd):
     rec = at(units[1], rnd)
-    groups = len(set(rec.assignments))
-    return (f"round {rnd}: CLoVE's loss vectors already form {groups} groups — its assignment has ARI "
-            f"{_ari(rec.ari)} against the true clusters")
+    assigned, apart = groups_seen(units[1], rnd) or (len(set(rec.assignments)), 0)
+    seen = (f"CLoVE's loss vectors already form {apart} groups, one per model it assigned" if apart == assigned
+            else f"CLoVE assigns {assigned} groups; {apart} of them stand apart on this chart")
+    return f"round {rnd}: {seen} — its assignment has ARI {_ari(rec.ari)} against the true clusters"
 
 
 def collapse_end(units, rnd):
@@ -162,12 +230,41 @@ def lowest_loss_note(units, rnd):
     rec = at(units[0], rnd)
     mat = loss_matrix(rec)
     truth = np.asarray([rec.true_clusters[c] for c in rec.participants])
-    means = [mat[truth == c].mean(axis=0) for c in sorted(set(truth))]
+    means = _cluster_means(rec)
     apart = float(np.linalg.norm(means[0] - means[-1]))
     within = float(max(np.linalg.norm(mat[truth == c] - m, axis=1).max() for c, m in zip(sorted(set(truth)), means)))
     return (f"round {rnd}: by the lowest loss alone the clients would split with ARI {_ari(lowest_loss_ari(rec))}; "
             f"yet the clusters' mean loss vectors are {apart:.3f} apart, each client within {within:.3f} of its "
             f"own: clustering the vectors gives ARI {_ari(rec.ari)}")
+
+
+def lowest_loss_agrees(units):
+    """The first measured round after the lowest loss failed where it groups the clients as well as CLoVE does."""
+    u = units[0]
+    failed = lowest_loss_fails(units)
+    if failed is None:
+        return None
+    later = [r for r in u.records if r.round > failed and r.loss_matrix is not None]
+    agree = next((r.round for r in later if (lowest_loss_ari(r) or 0) >= (r.ari or 0)), None)
+    return agree if agree is not None else (later[-1].round if later else last_round(units))
+
+
+def _cluster_means(rec):
+    mat = loss_matrix(rec)
+    truth = np.asarray([rec.true_clusters[c] for c in rec.participants])
+    return [mat[truth == c].mean(axis=0) for c in sorted(set(truth))]
+
+
+def pulled_apart_note(units, rnd):
+    rec = at(units[0], rnd)
+    if loss_matrix(rec) is None:
+        return f"round {rnd}: CLoVE measured no loss vectors this round (ARI {_ari(rec.ari)})"
+    means = _cluster_means(rec)
+    lowest = lowest_loss_ari(rec)
+    same = "as CLoVE's clustering does" if (lowest or 0) >= (rec.ari or 0) else "against CLoVE's clustering's"
+    return (f"round {rnd}: the clusters' mean loss vectors are now {float(np.linalg.norm(means[0] - means[-1])):.3f} "
+            f"apart, and the lowest loss alone splits the clients with ARI {_ari(lowest)}, {same} "
+            f"(ARI {_ari(rec.ari)})")
 
 
 def two_model_end(units, rnd):
@@ -227,8 +324,13 @@ def change_note(units, rnd):
 
 def migration_end(units, rnd):
     flex, group = units
-    return (f"after round {rnd}: FlexCFL moved clients {moved(flex, rnd)} times (ARI {_ari(at(flex, rnd).ari)}); "
-            f"FedGroup {moved(group, rnd)} times (ARI {_ari(at(group, rnd).ari)})")
+
+    def told(u):
+        return f"ARI {_ari(at(u, 0).ari)} at round 0, {_ari(at(u, rnd).ari)} now"
+
+    return (f"after round {rnd}: FlexCFL moved clients {moved(flex, rnd)} times ({told(flex)}); "
+            f"FedGroup {moved(group, rnd)} times ({told(group)}). Rows keep step 1's order; the strip on the "
+            "left shows each client's true cluster then and now")
 
 
 _SMALL = dict(dataset="digits", clusters=4, clients_per_cluster=3, samples_per_client=50, local_epochs=2, lr=0.1,
@@ -255,7 +357,7 @@ LESSONS: tuple = (
                     first_round, ifca_tie, EMBEDDING, 0),
                Step("CLoVE looks at the whole vector", "CLoVE's first round assigns at random, so the copies drift "
                     "apart; from then on it clusters the clients' loss vectors (their loss on every model) — and "
-                    "those already differ by rotation.", clove_first_measured, clove_groups, EMBEDDING, 1),
+                    "those already differ by rotation.", clove_groups_apart, clove_groups, EMBEDDING, 1),
                Step("One band against four blocks", "IFCA never leaves model 0: one model trains, the others stay "
                     "copies. CLoVE keeps one model per rotation.", last_round, collapse_end, HEATMAP),
            )),
@@ -265,12 +367,13 @@ LESSONS: tuple = (
                             init="different", rounds=6), (
                Step("The 2-model picture", "With two models every client is a point: x = its loss on model 0, "
                     "y = on model 1. On the dotted diagonal both models look the same to it. The lowest-loss rule "
-                    "(IFCA's) only asks which side of the diagonal a point lies on.", first_measured,
-                    lambda units, rnd: f"round {rnd}: the first loss vectors CLoVE measured — "
-                    f"{len(at(units[0], rnd).participants)} clients, two true clusters (the colours)", EMBEDDING),
-               Step("Where the lowest loss fails", "Look for the round where the two colours sit on the same side "
-                    "of the diagonal, or straddle it, while still forming two separate groups: the lowest loss "
-                    "mixes them, the loss vectors do not.", lowest_loss_fails, lowest_loss_note, EMBEDDING),
+                    "(IFCA's) only asks which side of the diagonal a point lies on. In this first measured round "
+                    "the two colours (the true clusters) each form a tight group, yet the groups straddle the "
+                    "diagonal: the lowest loss mixes them, the loss vectors do not.", lowest_loss_fails,
+                    lowest_loss_note, EMBEDDING),
+               Step("The models pull apart", "Each model has now trained on the group CLoVE gave it, so the "
+                    "groups move away from the diagonal, each towards the model that became its own.",
+                    lowest_loss_agrees, pulled_apart_note, EMBEDDING),
                Step("Both models specialise", "Once each model has trained on its own cluster, the groups move to "
                     "opposite sides of the diagonal and any rule works.", last_round, two_model_end, EMBEDDING),
            )),

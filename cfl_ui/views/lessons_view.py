@@ -14,13 +14,23 @@ import streamlit as st
 from ..charts import figures as F
 from ..form import session as S
 from ..charts.draw import chart, legend_rows, run_identity
-from ..charts.embedding import PCA, loss_embedding
-from .lessons import BY_ID, CURVES, EMBEDDING, LESSONS, configs, missing
+from ..charts.theme import figure_scale
+from .lessons import BY_ID, CURVES, EMBEDDING, HEATMAP, LESSONS, configs, lesson_embedding, missing, upto
 from .run_charts import series_of
 from ..jobs.snapshots import LOCKSTEP
 from ..form.url_sync import app_url
 
 TICK = 0.5  # seconds per round while a step plays
+# the page's two columns: the step's words, Next and the note | the step's chart. Half and half for one chart (the
+# 2-model picture's long step and note fit beside it at 1366x768 in presenter mode only so: assets/present/walk.py);
+# 2 to 3 for two heatmaps side by side (at 1366 px beside the sidebar each keeps its 280 px, cfl_ui.charts.theme)
+HALVES, WIDE_CHARTS = [1, 1], [2, 3]
+HEATMAP_PX = 230  # a lesson's heatmap: two stacked in an 800-px window stay on a 900-px screen
+
+
+def layout(step) -> list:
+    """The page's column widths for `step`."""
+    return WIDE_CHARTS if step.chart == HEATMAP else HALVES
 HEAD = "les.head"  # the round the player shows, per lesson
 
 
@@ -73,35 +83,53 @@ def _annotate(fig, note: str | None, rnd: int | None, vline: bool):
     return fig
 
 
-def _upto(unit, rnd):
-    return [r for r in unit.records if r.round <= rnd]
+def step_figures(lesson, step, units, rnd: int, note: str | None, fit: float = 1.0) -> list:
+    """What step `step` draws at round `rnd`: [(key suffix, title, figure builder)], or a string saying why
+    nothing can be drawn yet. The lesson-claim tests check the notes against exactly these figures (the page shows
+    the note beside the chart, not on it: `note` None; an export of the figure with its note gives one).
 
-
-def step_chart(lesson, step, units, rnd: int, note: str | None, key: str) -> None:
-    """The step's chart at round `rnd`, with the note once the player has arrived."""
-    tag = ("lesson", lesson.id, step.title, tuple(u.ref for u in units), rnd, note)
+    fit: the embedding's and the curves' heights times this (presenter mode draws figures PRESENT_SCALE times larger:
+    1 / that keeps them as tall as in a plain window, so a step's chart stays on a 768-px screen)."""
     if step.chart == EMBEDDING:
         u = units[step.unit]
-        emb = loss_embedding(u.records, PCA, cache_key=run_identity(u))
+        emb = lesson_embedding(u, rnd, cache_key=run_identity(u))
         if emb is None or all(f.round != rnd for f in emb.frames):
-            st.info(f"{u.label} has measured no loss vectors by round {rnd} (its first round assigns at random).",
-                    icon=":material/hourglass_top:")
-            return
-        chart(lambda: _annotate(F.embedding_figure(emb, rnd, height=470, animate=False), note, None, False),
-              f"{key}.emb", cache=tag, title=f"**How {u.label} sees the clients** · round {rnd}")
-    elif step.chart == CURVES:
-        series = [F.Series(s.label, tuple(_upto(u, rnd)), s.color) for s, u in zip(series_of(units), units)]
-        chart(lambda: _annotate(F.metric_figure(series, [step.metric], height=400,
-                                                target=0.9 if step.metric == "ari" else None), note, rnd, True),
-              f"{key}.curves", cache=tag,
-              title=f"**{'Accuracy' if step.metric == 'accuracy' else 'Clusters found (ARI)'} up to round {rnd}**")
-    else:
-        cols = st.columns(len(units))
-        for i, (col, u) in enumerate(zip(cols, units)):
-            with col:
-                chart(lambda u=u: _annotate(F.assignment_heatmap(_upto(u, rnd)), note if i == 0 else None,
-                                            None, False),
-                      f"{key}.heat{i}", cache=(*tag, i), title=f"**Who trains which model** · {u.label}")
+            return f"{u.label} has measured no loss vectors by round {rnd} (its first round assigns at random)."
+        return [("emb", f"**How {u.label} sees the clients** · round {rnd}", lambda: _annotate(
+            F.embedding_figure(emb, rnd, height=int(440 * fit), animate=False), note, None, False))]
+    if step.chart == CURVES:
+        series = [F.Series(s.label, tuple(upto(u, rnd)), s.color) for s, u in zip(series_of(units), units)]
+        title = f"**{'Accuracy' if step.metric == 'accuracy' else 'Clusters found (ARI)'} up to round {rnd}**"
+        target = 0.9 if step.metric == "ari" else None
+        return [("curves", title, lambda: _annotate(F.metric_figure(
+            series, [step.metric], height=int(380 * fit), target=target), note, rnd, True))]
+    # heatmaps keep the rows in the order of the lesson's first round (the order its first step showed)
+    def heatmap(u, i):
+        order = u.records[0] if u.records else None
+        return _annotate(F.assignment_heatmap(upto(u, rnd), height=int(HEATMAP_PX * fit), order_by=order),
+                         note if i == 0 else None, None, False)
+
+    return [(f"heat{i}", f"**Who trains which model** · {u.label}", lambda u=u, i=i: heatmap(u, i))
+            for i, u in enumerate(units)]
+
+
+def step_chart(lesson, step, units, rnd: int, note: str | None, key: str, badge: str = "") -> None:
+    """The step's chart at round `rnd` (with `note` on it when one is given); `badge` (the player's state)
+    heads the first chart's title, on its line (a line less between the step's words and its chart)."""
+    fit = 1 / figure_scale()
+    tag = ("lesson", lesson.id, step.title, tuple(u.ref for u in units), rnd, note, fit)
+    drawn = step_figures(lesson, step, units, rnd, note, fit)
+    if isinstance(drawn, str):
+        if badge:
+            st.markdown(badge)
+        st.info(drawn, icon=":material/hourglass_top:")
+        return
+    cols = st.columns(len(drawn)) if len(drawn) > 1 else [st.container()]
+    for i, (col, (suffix, title, build)) in enumerate(zip(cols, drawn)):
+        # marked: two heatmaps keep side by side in a narrower column than other charts (cfl_ui.charts.theme)
+        with col, st.container(key=f"cfl-lesson-{suffix}"):
+            chart(build, f"{key}.{suffix}", cache=(*tag, suffix), title=f"{badge} {title}" if badge and i == 0
+                  else title)
 
 
 def _advance(lesson, step, units) -> tuple[int | None, int | None, bool]:
@@ -125,8 +153,13 @@ def _advance(lesson, step, units) -> tuple[int | None, int | None, bool]:
     return head, target, arrived
 
 
-def play_step(lesson, index: int, key: str) -> None:
-    """Draw step `index` of the lesson, playing towards its round and pausing there."""
+def play_step(lesson, index: int, key: str, note_slot=None) -> None:
+    """Draw step `index` of the lesson, playing towards its round and pausing there.
+
+    The chart goes where this is called; the step's note, once the player has arrived, into `note_slot` (beside
+    the step's words and its Next button: pages/lessons.py), else under the chart. The player's rounds
+    are redrawn by a fragment; arriving reruns the whole page, which draws the note (a fragment draws only its
+    own part of the page)."""
     step = lesson.steps[index]
     ref = lesson_run(lesson)
 
@@ -142,14 +175,14 @@ def play_step(lesson, index: int, key: str) -> None:
                     icon=":material/hourglass_top:")
             return
         note = step.note(units, target) if arrived else None
-        st.markdown(f":green-badge[:material/pause: step {index + 1} paused at round {target}]" if arrived else
-                    f":blue-badge[:material/play_arrow: playing · round {head}]" +
-                    ("" if target is not None else " · the run is still training"))
-        step_chart(lesson, step, units, head, note, key)
+        badge = (f":green-badge[:material/pause: step {index + 1} paused at round {target}]" if arrived else
+                 f":blue-badge[:material/play_arrow: playing · round {head}]" +
+                 ("" if target is not None else " · the run is still training"))
+        step_chart(lesson, step, units, head, None, key, badge=badge)  # the note beside the chart: in note_slot
         if arrived:
-            st.success(f"**Round {target}.** {note}", icon=":material/lightbulb:")
             if polling:
-                st.rerun()  # draw the page once more, without the timer
+                st.rerun()  # draw the page once more, without the timer (and with the note beside the chart)
+            (note_slot or st.container()).success(f"**Round {target}.** {note}", icon=":material/lightbulb:")
 
     snap = S.snapshot(ref)
     units = list(snap.units) if snap else []
@@ -178,12 +211,6 @@ def jump(lesson, index: int) -> None:
     st.session_state.setdefault(HEAD, {})[lesson.id] = target
 
 
-def lesson_card(lesson) -> None:
-    """The lesson's name, summary and a note when its algorithms are not installed here."""
-    st.markdown(f"### {lesson.title}")
-    st.caption(lesson.summary)
-
-
 def unavailable(lesson) -> bool:
     gone = missing(lesson)
     if gone:
@@ -193,4 +220,4 @@ def unavailable(lesson) -> bool:
     return bool(gone)
 
 
-__all__ = ["LESSONS", "BY_ID", "play_step", "replay", "jump", "lesson_card", "unavailable", "step_link"]
+__all__ = ["LESSONS", "BY_ID", "play_step", "replay", "jump", "unavailable", "step_link"]
