@@ -51,6 +51,8 @@ def test_each_spec_expands_to_the_papers_settings(key, tmp_path):
         c = point.config
         assert (c.dataset, c.partition, c.within) == (dataset, structure, "iid")
         assert (c.clusters, c.clients_per_cluster, c.samples_per_client) == (clusters, clients, samples)
+        # the authors' test share: the cluster's test pool over its clients, at most the training size
+        assert c.test_samples_per_client is not None and 100 <= c.test_samples_per_client <= samples
         assert (c.rounds, c.optimizer, c.local_epochs, c.batch_size, c.init) == (100, "adam", 1, 100, "different")
         assert c.lr == (1e-3 if dataset == "cifar10" else 1e-2)
         assert c.aggregation == "model" and c.participation == 1.0
