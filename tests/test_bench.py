@@ -164,3 +164,19 @@ def test_a_busy_machine_is_flagged_in_the_report():
     probe = OtherLoad()
     sum(range(100_000))  # own work does not count as other processes' load
     assert probe.cpus() is None or probe.cpus() >= 0
+
+
+def test_the_paper_size_cnn_round_is_a_row_with_its_flops_and_share_of_peak():
+    """Issue 38's row: the CLoVE paper's concept-shift round (20 clients, K = 4, the CNN, Adam), here at 20 samples
+    a client; off in quick mode unless asked, and 0 skips it."""
+    assert tiny().resolved().paper_round_samples == 0 and BenchOptions().resolved().paper_round_samples == 1000
+    report = run_benchmark(tiny(families=(), loss_clients=0, round_clients=0, paper_round_samples=20), log=quiet)
+    row = next(r for r in report.rows if r.name == "clove round cnn (paper size)")
+    assert (row.clients, row.models) == (20, 4) and row.sequential_s is None
+    from cfl_core.engine.models import build_model
+
+    spec = build_model("cnn", (1, 28, 28), 10, "classification")
+    expected = (forward_flops(spec) * 4 + train_flops(spec)) * 20 * 20 + forward_flops(spec) * 20 * 8
+    assert row.gflops == pytest.approx(expected / row.batched_s / 1e9, rel=1e-6)
+    assert row.peak_share == pytest.approx(row.gflops / report.peak_gflops)
+    assert "20 samples x 20 clients, 8 test each" in row.note

@@ -29,6 +29,11 @@ from .reference import SequentialEngine
 from .workloads import digits_federation, image_federation
 
 ROUND = 1  # the round index whose minibatch stream every training measurement uses
+# The CLoVE paper's Fashion-MNIST concept-shift setting (its exp111; sweeps/clove-paper-fashion-mnist-concept-shift
+# .yaml): 4 clusters x 5 clients x 1,000 samples, 400 test samples each, K = 4, the LeNet CNN, Adam lr 0.01, one
+# epoch of batch 100, every client in every round (no freezing)
+PAPER_CLUSTERS, PAPER_CLIENTS_PER_CLUSTER, PAPER_SAMPLES, PAPER_TEST = 4, 5, 1000, 400
+PAPER_TRAIN = TrainConfig(local_epochs=1, batch_size=100, lr=0.01, optimizer="adam")
 
 
 class BenchMismatch(AssertionError):
@@ -44,6 +49,9 @@ class BenchOptions:
     loss_clients: int = 1000
     round_clients: int = 1000  # the full CLoVE round
     big_round_clients: int | None = None  # the large full round; default 10000 unless quick; 0 skips it
+    # the CLoVE paper's Fashion-MNIST concept-shift round (issue 38): samples per client; default 1000 unless
+    # quick; 0 skips it
+    paper_round_samples: int | None = None
     families: tuple[str, ...] = ("mlp", "cnn")
     strategy_clients: int | None = 100  # CNN conv strategies compared at this many clients; 0 skips
     repeats: int | None = None  # timed repetitions of the batched path (default 5, quick 3)
@@ -65,6 +73,8 @@ class BenchOptions:
             out.sizes = (10, 100, 1000) if self.quick else (10, 100, 1000, 10000)
         if out.big_round_clients is None:
             out.big_round_clients = 0 if self.quick else 10000
+        if out.paper_round_samples is None:
+            out.paper_round_samples = 0 if self.quick else PAPER_SAMPLES
         if out.repeats is None:
             out.repeats = 3 if self.quick else 5
         if out.sequential_repeats is None:
@@ -367,6 +377,58 @@ class Suite:
             note += "; loop not run"
         return self._finish("clove round mlp (digits)", clients, k, tb, ts, 1.0, flops, mem, note, worst)
 
+    def paper_round(self, samples: int = PAPER_SAMPLES) -> Measurement:
+        """One CLoVE round at the CLoVE paper's Fashion-MNIST concept-shift size (issue 38) on synthetic 28x28
+        images (the arithmetic of Fashion-MNIST's): loss matrix, clustering, training, averaging, then the test
+        evaluation Experiment.step adds. No loop: what it is read against is the machine's peak (the share)."""
+        clients = PAPER_CLUSTERS * PAPER_CLIENTS_PER_CLUSTER
+        k = PAPER_CLUSTERS
+        test = max(1, samples * PAPER_TEST // PAPER_SAMPLES)
+        fed = image_federation(clients, samples, test, PAPER_CLUSTERS, self.opts.seed, self.device)
+        spec = self.spec("cnn")
+        config = ExperimentConfig(dataset="fashion-mnist", partition="concept-shift", clusters=PAPER_CLUSTERS,
+                                  clients_per_cluster=PAPER_CLIENTS_PER_CLUSTER, samples_per_client=samples,
+                                  test_samples_per_client=test, algorithm="clove", models=k, init="different",
+                                  rounds=2, local_epochs=PAPER_TRAIN.local_epochs, batch_size=PAPER_TRAIN.batch_size,
+                                  lr=PAPER_TRAIN.lr, optimizer=PAPER_TRAIN.optimizer, seed=self.opts.seed,
+                                  device=str(self.device.type))
+        options = Clove.parse_options({"first_assignment": "evaluation", "freeze": False})
+        ids = torch.arange(clients)
+        parts = {"loss matrix": [], "train+aggregate": []}  # every instrumented call's time
+        per_round = {"loss matrix": [], "train+aggregate": [], "rest": []}  # each round's own sums
+
+        def one_round(record: bool) -> float:
+            engine = Engine(spec, fed, PAPER_TRAIN, self.opts.seed)
+            if record:
+                _instrument(engine, parts, self.device)
+            seen = {key: len(parts[key]) for key in ("loss matrix", "train+aggregate")}
+            algo = Clove(RunContext(config, engine, options, lambda: fed.clusters))
+            algo.setup(ids)  # initial models: not part of the round
+
+            def round_and_evaluation():
+                algo.run_round(ROUND, ids)
+                models, model_of = algo.eval_models()
+                algo.engine.evaluate(models, model_of)
+
+            t, _ = timed(round_and_evaluation, self.device)
+            if record:
+                spent = {key: sum(parts[key][seen[key]:]) for key in seen}
+                for key, value in spent.items():
+                    per_round[key].append(value)
+                per_round["rest"].append(t - sum(spent.values()))
+            return t
+
+        one_round(False)  # warm-up, excluded
+        tb = [one_round(True) for _ in range(self.reps(clients))]
+        mem = self.probe.measure(lambda: one_round(False))[:2]
+        n_train, n_test = float(fed.n_train.sum()), float(fed.n_test.sum())
+        flops = (forward_flops(spec) * k + train_flops(spec)) * n_train + forward_flops(spec) * n_test
+        lm, tr, rest = (_median(per_round[key]) for key in ("loss matrix", "train+aggregate", "rest"))
+        note = (f"{samples} samples x {clients} clients, {test} test each; {flops / 1e9:.1f} GFLOP (loss matrix "
+                f"{forward_flops(spec) * k * n_train / 1e9:.1f}, training {train_flops(spec) * n_train / 1e9:.1f}, "
+                f"the rest forward passes of evaluation); medians over the rounds: loss matrix {lm:.3f}s, "
+                f"training+aggregation {tr:.3f}s, the rest (clustering, matching, evaluation) {rest:.3f}s")
+        return self._finish("clove round cnn (paper size)", clients, k, tb, [], 1.0, flops, mem, note, None)
 
 def _instrument(engine: Engine, parts: dict, device) -> None:
     """Time the engine calls inside a round (the rest of the round is clustering and matching)."""
@@ -412,6 +474,8 @@ def run_benchmark(opts: BenchOptions, log: Callable[[str], None] = print) -> Ben
     if o.big_round_clients:
         measure(suite.clove_round, o.big_round_clients,
                 sequential=suite.seq_count("mlp", o.big_round_clients) >= o.big_round_clients)
+    if o.paper_round_samples:
+        measure(suite.paper_round, o.paper_round_samples)
     suite.matmul(rows[0])
     for row in rows[1:]:
         row.peak_share = row.gflops / suite.peak if row.gflops and suite.peak else None

@@ -69,6 +69,9 @@ def register(subparsers) -> None:
     small.add_argument("--round-clients", type=int, help="clients in the full CLoVE round (default 1000)")
     small.add_argument("--big-round-clients", type=int,
                        help="clients in the large full round (default 10000, 0 with --quick)")
+    small.add_argument("--paper-round-samples", type=int,
+                       help="samples per client in the CLoVE paper's Fashion-MNIST concept-shift round (20 clients, "
+                            "K = 4, the CNN, Adam; default 1000, 0 with --quick; 0 skips it)")
     small.add_argument("--strategy-clients", type=int, help="clients for the CNN strategy rows (default 100; 0 skips)")
     small.add_argument("--families", help="model families for the training rows (default mlp,cnn; none skips them)")
     small.add_argument("--repeats", type=int, help="timed repetitions of the batched path (default 5, quick 3)")
@@ -143,7 +146,7 @@ def _command(args) -> str:
 
 # least value of each numeric flag (one readable line for anything smaller, before any work)
 _LEAST = {"repeats": 1, "sequential_repeats": 1, "matmul_n": 1, "loss_clients": 1, "round_clients": 1,
-          "samples": 1, "threads": 1, "big_round_clients": 0, "strategy_clients": 0, "repetitions": 1,
+          "samples": 1, "threads": 1, "big_round_clients": 0, "paper_round_samples": 0, "strategy_clients": 0, "repetitions": 1,
           "cfl_rounds": 2}
 # least value of each number-valued flag (seconds, CPUs)
 _LEAST_NUMBER = {"round_budget": 0.0, "busy_above": 0.0, "quiet_wait": 0.0, "time_limit": 1.0}
@@ -198,6 +201,7 @@ def _run(args) -> int:
     fields = {
         "sizes": args.sizes, "ks": args.ks, "loss_clients": args.loss_clients,
         "round_clients": args.round_clients, "big_round_clients": args.big_round_clients,
+        "paper_round_samples": args.paper_round_samples,
         "strategy_clients": args.strategy_clients, "repeats": args.repeats,
         "sequential_repeats": args.sequential_repeats, "samples": args.samples, "matmul_n": args.matmul_n,
         "families": tuple(f for f in args.families.split(",") if f and f != "none") if args.families is not None else None,

@@ -13,6 +13,15 @@ source, the flags and the CPU. Without a compiler, or with `CFL_NATIVE=0`, the
 torch path trains instead; `status()` says which and why. The two agree to float
 tolerance (tests/test_native.py); each alone gives the same records for the same
 seed, whatever the number of threads.
+
+Scope, frozen (issue 38): plain SGD (momentum, weight decay) of a dense ReLU stack under
+cross-entropy, on the CPU, and nothing more. No Adam, no FedProx (proximal) terms, no
+per-sample weights, no other model or loss goes into C: those train on the batched torch
+path (training.py), the one every algorithm shares, where a new optimiser or term is
+written once (`train_batched` calls the kernel only for plain SGD without an objective or a
+kept optimiser state; `train` returns None for another model). Whether
+the kernel should stay at all is measured against a compiled torch step in
+benchmarks/RESULTS.md ("torch.compile beside the kernel", benchmarks/compile_dense.py).
 """
 from __future__ import annotations
 
