@@ -65,38 +65,37 @@ def decode(params: typing.Mapping[str, typing.Any]) -> tuple[dict, dict, list[st
     return config, extra, problems
 
 
+def _each_checked(parse, options: dict) -> tuple[dict, list[tuple[str, str]]]:
+    """Every option typed and checked alone by `parse` ({name: value} -> options object); (kept, dropped)."""
+    from cfl_core.errors import ConfigError
+
+    kept, dropped = {}, []
+    for name, value in options.items():
+        try:
+            kept[name] = getattr(parse({name: value}), name)
+        except ConfigError as exc:
+            dropped.append((name, exc.allowed))
+    return kept, dropped
+
+
 def valid_shift_options(shift: str | None, options: dict) -> tuple[dict, list[tuple[str, str]]]:
     """The options a shift declares, each typed and checked alone; (kept, [(name, why) dropped])."""
     from cfl_core.dynamics import SHIFTS
-    from cfl_core.errors import ConfigError
 
     cls = SHIFTS.get(shift or "none")
     if cls is None:
         return options, []  # no shift (or none in the link): the options wait for one, as the controls keep them
-    kept, dropped = {}, []
-    for name, value in options.items():
-        try:
-            kept[name] = getattr(cls.parse({name: value}), name)
-        except ConfigError as exc:
-            dropped.append((name, exc.allowed))
-    return kept, dropped
+    return _each_checked(cls.parse, options)
 
 
 def valid_options(algorithm: str | None, options: dict) -> tuple[dict, list[tuple[str, str]]]:
     """The options an algorithm declares, each typed and checked alone; (kept, [(name, why) dropped])."""
     from cfl_core.algorithms import ALGORITHMS
-    from cfl_core.errors import ConfigError
 
     cls = ALGORITHMS.get(algorithm or "clove")
     if cls is None:
         return {}, [(name, f"no algorithm {algorithm!r}") for name in options]
-    kept, dropped = {}, []
-    for name, value in options.items():
-        try:
-            kept[name] = getattr(cls.parse_options({name: value}), name)
-        except ConfigError as exc:
-            dropped.append((name, exc.allowed))
-    return kept, dropped
+    return _each_checked(cls.parse_options, options)
 
 
 def split_list(value: str | None) -> list[str]:
