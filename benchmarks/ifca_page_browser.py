@@ -101,6 +101,8 @@ def main(argv=None) -> int:
                 B.wait_text(page, f"{n_runs} of {n_runs} runs done", 900)
                 seconds = time.time() - t_run
                 health.stop()
+                # what the page computed when Run was pressed (the workers' start then partly done)
+                at_run = re.findall(r"Estimated at Run: about (\d+) s", page.locator("body").inner_text())
                 out["sweeps"].append({"sweep": i + 1, "runs": n_runs, "estimate": estimate.strip(), "basis": basis,
                                       "seconds_run_to_done": round(seconds, 1),
                                       "seconds_open_to_estimate": round(t_run - t_open, 1),
@@ -110,7 +112,8 @@ def main(argv=None) -> int:
                                       "health_latency_median_s": round(sorted(health.latencies)[
                                           len(health.latencies) // 2], 3) if health.latencies else None,
                                       "load_before": [round(x, 2) for x in load_before],
-                                      "load_after": [round(x, 2) for x in os.getloadavg()]})
+                                      "load_after": [round(x, 2) for x in os.getloadavg()],
+                                      "estimate_at_run_seconds": float(at_run[0]) if at_run else None})
                 shown = re.findall(r"about (\d+(?:\.\d+)?) (s|min)", estimate)
                 if shown:
                     value, unit = shown[-1]

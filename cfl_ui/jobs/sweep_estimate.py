@@ -23,6 +23,12 @@ machine now, spread over the executor's parallel runs, plus what the executor co
   equal competitors leave it that, and `slots` workers beside N get cores x slots / (slots + N) cores (the
   kernel's fair share), at most `slots`.
   N (less this sweep's warming workers, which the probe met) is at most the load average.
+  That misjudges a competition that comes and goes (the probe meets the page being drawn; the load average lags a
+  minute and counts this sweep's own workers): on a quiet machine at load 2 it gave two workers 1.1 cores where
+  they got 1.7 (a 60-run sweep estimated at 26 s took 12.6 s). So where the cores the other processes kept busy
+  over the last half minute are known (cpu_sampler), N is that: a process busy half the time, half a rival.
+- a pool still warming: what is left of its start-up, not all of it (the page starts the pool when it opens,
+  seconds before Run is pressed).
 """
 from __future__ import annotations
 
@@ -34,11 +40,19 @@ from dataclasses import dataclass
 
 from cfl_core.sweep.executors import cpu_count
 
-MEASURE_ROUNDS = 3
+# Rounds the probe runs: a CLoVE run on digits costs 7, 34, 12, 12, 12, then 4-5 ms a round (its clustering
+# settles), so three rounds put a 10-round run at twice its cost (IFCA_PAGE.md, 2026-12-05)
+MEASURE_ROUNDS = 10
 MEASURE_BUDGET_S = 4.0  # measure only when the FLOP model puts the probe runs under this
-ASSUMED_WORKER_START_CPU = 6.5  # CPU s of a fresh worker importing torch and the engine (6.1-6.6 s measured here)
+# CPU s of a fresh worker importing torch and the engine until the server's first start measures it: 3.7 s on a
+# quiet machine (`time python -c "import torch, cfl_core.experiment"`, 2026-12-05), 6.1-6.6 s at load 12 and more
+# (a shared core's caches); the quiet figure, since a loaded machine's share is counted by the fair share
+ASSUMED_WORKER_START_CPU = 4.0
 ASSUMED_RAY_START_S = 10.0
 DRIVER_PER_RUN_S = 0.02  # the driver writing a run folder back
+# From Run to the first run starting and from the last one's end to the page saying so: on a quiet machine a
+# 12-run and a 60-run sweep on a warm pool fit 2.6 s + their CPU work over 1.9 cores (IFCA_PAGE.md, 2026-12-05)
+SWEEP_OVERHEAD_S = 2.0
 
 _cache: dict = {}
 _lock = threading.Lock()
@@ -48,8 +62,14 @@ _lock = threading.Lock()
 class RunCost:
     setup_s: float  # the data set-up (once per seed and worker)
     build_s: float  # the experiment and its initial models
-    round_s: float
+    round_s: float  # a round after the measured ones (the later half of them, averaged)
     measured: bool
+    first_s: tuple = ()  # each measured round: a run's first rounds cost more (CLoVE's clustering settles)
+
+    def rounds_seconds(self, rounds: int) -> float:
+        """CPU seconds of `rounds` rounds: the measured rounds as measured, the rest at `round_s` each."""
+        done = self.first_s[:rounds]
+        return sum(done) + max(0, rounds - len(done)) * self.round_s
 
 
 @dataclass(frozen=True)
@@ -119,7 +139,8 @@ def measure(config) -> RunCost:
             exp.close()
         finally:
             torch.set_num_threads(before)
-        cost = RunCost(t1 - t0, t2 - t1, sum(steps) / len(steps), True)
+        later = steps[len(steps) // 2:]
+        cost = RunCost(t1 - t0, t2 - t1, sum(later) / len(later), True, tuple(steps))
     with _lock:
         if len(_cache) > 64:
             _cache.clear()
@@ -175,9 +196,13 @@ def cores_for(slots: int, cores: int, load: float) -> float:
     return max(0.05, min(float(slots), float(cores), cores * slots / (slots + max(0.0, load))))
 
 
+MEASURE = object()  # `others`: read the sampler
+
+
 def sweep_estimate(configs: list, *, executor: str, slots: int, start_cpu: float = 0.0, start_wall: float = 0.0,
                    start_known: bool = True, load: float | None = None, share: float | None = None,
-                   warming: int = 0, costs: dict | None = None) -> SweepEstimate:
+                   warming: int = 0, warmed_s: float = 0.0, others=MEASURE,
+                   costs: dict | None = None) -> SweepEstimate:
     """The estimate of running `configs` as a sweep on `slots` parallel runs of `executor` (see the module).
 
     start_cpu: CPU seconds each of the slots needs to start (a cold local pool); start_wall: seconds to start the
@@ -193,7 +218,7 @@ def sweep_estimate(configs: list, *, executor: str, slots: int, start_cpu: float
     work = 0.0
     for c in configs:
         cost = costs[(c.algorithm, c.init)]
-        work += cost.build_s + c.rounds * cost.round_s + DRIVER_PER_RUN_S
+        work += cost.build_s + cost.rounds_seconds(c.rounds) + DRIVER_PER_RUN_S
         per_seed[c.seed] = per_seed.get(c.seed, 0) + 1
     slots = max(1, min(slots, len(configs)))
     setups = sum(min(slots, n) for n in per_seed.values())
@@ -204,25 +229,34 @@ def sweep_estimate(configs: list, *, executor: str, slots: int, start_cpu: float
     remote = executor == "ray" and slots > cores  # a cluster: its CPUs are not this machine's
     if not remote and share is None:
         share = share_now()
-    rivals = competitors(cores, load, share, own=warming)
+    if others is MEASURE:
+        from .cpu_sampler import others_busy
+
+        others = None if remote else others_busy()
+    rivals = competitors(cores, load, share, own=warming) if others is None else float(others)
     parallel = float(slots) if remote else cores_for(slots, cores, rivals)
-    start = start_cpu * slots
-    seconds = start_wall + (start + work) / parallel
-    idle = start_wall + (start + work) / (float(slots) if remote else cores_for(slots, cores, 0.0))
+    start = max(0.0, start_cpu - warmed_s * parallel / slots) * slots if warming else start_cpu * slots
+    seconds = SWEEP_OVERHEAD_S + start_wall + (start + work) / parallel
+    idle = SWEEP_OVERHEAD_S + start_wall + (start + work) / (float(slots) if remote else cores_for(slots, cores, 0.0))
     measured = all(c.measured for c in costs.values())
-    per_round = ", ".join(f"{a} · {m} {1000 * c.round_s:.0f} ms/round + {1000 * c.build_s:.0f} ms to build"
+    rounds = max(1, configs[0].rounds)
+    per_round = ", ".join(f"{a} · {m} {1000 * c.rounds_seconds(rounds) / rounds:.0f} ms/round + {1000 * c.build_s:.0f} ms to build"
                           for (a, m), c in costs.items())
     basis = (f"{'CPU time measured here just now' if measured else 'From the FLOP model (too long to measure)'}: "
              f"{per_round}; data set-up {1000 * setup_s:.0f} ms (x{setups}, per seed and worker). "
              f"{len(configs)} runs = {work:.1f} CPU s")
     if start_cpu:
         basis += (f" + {start:.0f} CPU s to start {slots} workers"
+                  + (f" (of {start_cpu * slots:.0f}: they have been starting for {warmed_s:.0f} s)"
+                     if warming and warmed_s else "")
                   + ("" if start_known else " (assumed: not measured on this server yet)"))
     elif executor == "local":
         basis += " (the workers are started already)"
     basis += (f", over {parallel:.1f} cores ({slots} {executor} slots" +
-              ("" if remote else f" sharing {cores} cores with {rivals:.1f} busy tasks: a thread here got "
-                                 f"{100 * share:.0f}% of a core just now, load average {load:.1f}") + ")")
+              ("" if remote else f" sharing {cores} cores with {rivals:.1f} busy tasks: " + (
+                  f"the cores the other processes kept busy over the last half minute (load average {load:.1f})"
+                  if others is not None else
+                  f"a thread here got {100 * share:.0f}% of a core just now, load average {load:.1f}")) + ")")
     if start_wall:
         basis += f", plus about {start_wall:.0f} s to start Ray (assumed)"
     return SweepEstimate(seconds, basis + ".", idle_seconds=idle)

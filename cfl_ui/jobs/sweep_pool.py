@@ -72,6 +72,11 @@ class KeptPool:
         self.start_seconds: float | None = None  # measured: wall time of the pool's last start
         self.worker_start_cpu: float | None = None  # measured: CPU seconds one worker took to start
         self._warming = False
+        self.warm_began: float | None = None  # time.monotonic() when the workers were last started
+
+    def warmed_for(self) -> float:
+        """Seconds the workers have been starting (0 when they are not starting)."""
+        return time.monotonic() - self.warm_began if self.warming() and self.warm_began is not None else 0.0
 
     def warm_now(self) -> bool:
         """The pool's workers are started and answered."""
@@ -83,11 +88,15 @@ class KeptPool:
 
     def warm(self) -> None:
         """Start the pool's workers in the background (they load torch and the engine), unless started."""
+        from .cpu_sampler import start as start_sampling
+
+        start_sampling()  # the estimate reads what the other processes use (started with the pool: page open)
         with self._lock:
             if self._pool is not None:
                 return
             self._pool = pool = LocalExecutor(cpu_count(), 1)
         started = time.perf_counter()
+        self.warm_began = time.monotonic()
         self._warming = True
         futures = pool.warm()
 

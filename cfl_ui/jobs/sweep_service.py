@@ -270,6 +270,10 @@ class SweepService:
         if executor == "local":
             kept_pool().warm()
 
+    def warming(self) -> bool:
+        """The kept pool's workers are starting now (an estimate made now counts what is left of their start)."""
+        return kept_pool().warming()
+
     def estimate(self, configs: list, slots: int | None = None):
         """The measured estimate of running `configs` as a sweep here now (cfl_ui.jobs.sweep_estimate), on the
         executor and slots a start would use; None without configs."""
@@ -288,6 +292,7 @@ class SweepService:
             known = pool.worker_start_cpu is not None
             warming = cpu_count() if pool.warming() else 0  # in the load now, and counted as start-up
             return sweep_estimate(configs, executor="local", slots=slots, start_known=known, warming=warming,
+                                  warmed_s=pool.warmed_for(),
                                   start_cpu=pool.worker_start_cpu if known else ASSUMED_WORKER_START_CPU)
         if executor == "ray":
             return sweep_estimate(configs, executor="ray", slots=slots, start_wall=ASSUMED_RAY_START_S,

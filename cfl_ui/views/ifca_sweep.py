@@ -196,14 +196,12 @@ class IfcaSweep:
                     icon=":material/edit:")
             return
         if state is None:
-            with st.spinner("Measuring a run of each algorithm here for the estimate…"):
-                est = self.estimate()
-            n = len(self.verdict.configs)
-            st.info(f"Press **Run**: {n} runs as a sweep on {executor_text(self.executor, self.address)}, in the "
-                    f"background, results filling in as each finishes. Estimate: "
-                    f"**{est.describe() if est else '—'}**.", icon=":material/play_circle:")
-            if est is not None:
-                st.caption(est.basis)
+            if self.service.warming():
+                # the workers are starting (since the page opened): the estimate shrinks as they do, so it is
+                # drawn again every 2 s until they answer, and Run is pressed on a current figure
+                st.fragment(self._ready, run_every=2.0)()
+            else:
+                self._ready()
             return
         if state == "running":
             st.fragment(self._live, run_every=POLL_SECONDS)()
@@ -211,6 +209,16 @@ class IfcaSweep:
                             done="runs")
         else:
             self._draw(state)
+
+    def _ready(self) -> None:
+        with st.spinner("Measuring a run of each algorithm here for the estimate…"):
+            est = self.estimate()
+        n = len(self.verdict.configs)
+        st.info(f"Press **Run**: {n} runs as a sweep on {executor_text(self.executor, self.address)}, in the "
+                f"background, results filling in as each finishes. Estimate: "
+                f"**{est.describe() if est else '—'}**.", icon=":material/play_circle:")
+        if est is not None:
+            st.caption(est.basis)
 
     def _live(self) -> None:
         self.job = self.service.get(self.rel)
