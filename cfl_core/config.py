@@ -129,6 +129,57 @@ class ExperimentConfig:
                                     help="share of clients held back until the newcomer round")
     newcomer_round: int = setting(0, Interval(0, MAX_ROUNDS), label="Newcomers join at round", group="dynamics",
                                   advanced=True, help="round at which held-back clients join")
+    # conditions of the field (cfl_core/conditions): declared once, every algorithm runs under them
+    dropout_rate: float = setting(0.0, Interval(0, 1, high_open=True), label="Drop-out rate", group="conditions",
+                                  advanced=True, step=0.05, allowed_text="a fraction in [0, 1)",
+                                  help="each round, the chance that a selected client does not report (unreachable: "
+                                       "it neither receives nor sends; it keeps its cluster and its model)")
+    straggler_rate: float = setting(0.0, Interval(0, 1), label="Straggler rate", group="conditions", advanced=True,
+                                    step=0.05, allowed_text="a fraction in [0, 1]",
+                                    help="each round, the chance that a reporting client is a straggler: it sends "
+                                         "what it has after part of its local steps")
+    straggler_work: float = setting(0.5, Interval(0, 1, low_open=True), label="Straggler's share of its steps",
+                                    group="conditions", advanced=True, step=0.05,
+                                    allowed_text="a fraction in (0, 1]",
+                                    help="the share of its local minibatch steps a straggler completes (at least one)")
+    condition_seed: int | None = setting(None, Interval(0, 2**31 - 1), label="Seed of drop-outs and stragglers",
+                                         group="conditions", advanced=True, none_means="the run's seed",
+                                         help="the random draws of who drops out and who straggles, each round")
+    dp_noise: float = setting(0.0, Interval(0, 1000), label="DP noise on updates (sigma / clip)",
+                              group="conditions", advanced=True, step=0.1,
+                              help="client-level Gaussian mechanism on every model or gradient a client sends: its "
+                                   "update is clipped to dp_clip and noise of dp_noise x dp_clip added; 0: off")
+    dp_clip: float = setting(1.0, Interval(0, 1e6, low_open=True), label="DP clip of updates (L2)",
+                             group="conditions", advanced=True, step=0.1,
+                             help="the L2 norm an update (trained - received model, or a gradient) is clipped to")
+    dp_loss_noise: float = setting(0.0, Interval(0, 1000), label="DP noise on loss vectors (sigma / clip)",
+                                   group="conditions", advanced=True, step=0.1,
+                                   help="the same mechanism on the loss vectors clients send (CLoVE, the restarts); "
+                                        "0: off")
+    dp_loss_clip: float = setting(10.0, Interval(0, 1e6, low_open=True), label="DP clip of loss vectors (L2)",
+                                  group="conditions", advanced=True, step=0.5,
+                                  help="the L2 norm a client's loss vector is clipped to")
+    dp_delta: float = setting(1e-5, Interval(0, 0.1, low_open=True), label="DP delta", group="conditions",
+                              advanced=True, allowed_text="a probability in (0, 0.1]",
+                              help="the delta at which the privacy spent (epsilon) is reported")
+    malicious_share: float = setting(0.0, Interval(0, 1, high_open=True), label="Malicious share",
+                                     group="conditions", advanced=True, step=0.05, allowed_text="a fraction in [0, 1)",
+                                     help="share of clients that attack (never a true cluster: ARI is computed on "
+                                          "the honest clients)")
+    attack: str = setting("label-flip", Choice(("label-flip", "scale", "sign-flip", "false-losses")),
+                          label="Attack", group="conditions", advanced=True,
+                          help="label-flip: train on labels C-1-y; scale: send the update times attack_scale; "
+                               "sign-flip: send it times -attack_scale; false-losses: report the loss vector "
+                               "rotated by one model (and act on it)")
+    attack_scale: float = setting(3.0, Interval(0, 1e6, low_open=True), label="Attack scale", group="conditions",
+                                  advanced=True, step=0.5, help="the factor of the scale and sign-flip attacks")
+    unseen_share: float = setting(0.0, Interval(0, 1, high_open=True), label="Unseen share", group="conditions",
+                                  advanced=True, step=0.05, allowed_text="a fraction in [0, 1)",
+                                  help="share of clients held out of training; each algorithm assigns them by its "
+                                       "own rule and their accuracy is reported apart")
+    unseen_every: int = setting(0, Interval(0, MAX_ROUNDS), label="Assign unseen clients every k rounds",
+                                group="conditions", advanced=True,
+                                help="0: only after the last round; k: also after every k-th round")
     # run
     seed: int = _data("seed")
     protocol: str = setting("clove", Choice(_protocol_names), label="Reported accuracy (protocol)", group="training",
@@ -212,6 +263,9 @@ class ExperimentConfig:
 
             check_model(self.model, info.input_shape, info.task)
         validate_dynamics(self)
+        from .conditions import validate_conditions
+
+        validate_conditions(self)
         if self.protocol == "ifca":
             machines = self.clusters * (self.clients_per_cluster if self.test_machines_per_cluster is None
                                         else self.test_machines_per_cluster)

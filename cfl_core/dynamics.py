@@ -36,19 +36,23 @@ def validate_dynamics(cfg) -> None:
         SHIFTS[cfg.shift].validate(cfg)
 
 
+NEVER = 2**62  # the join round of a client that never trains (an unseen client, cfl_core/conditions)
+
+
 def newcomer_count(cfg) -> int:
     return int(round(cfg.newcomer_share * cfg.num_clients))
 
 
-def join_rounds(cfg, clusters: torch.Tensor) -> torch.Tensor:
-    """Round at which each client joins: 0, or newcomer_round for the held-back share."""
+def join_rounds(cfg, clusters: torch.Tensor, exclude=()) -> torch.Tensor:
+    """Round at which each client joins: 0, or newcomer_round for the held-back share (never one of `exclude`)."""
     joins = torch.zeros(len(clusters), dtype=torch.int64)
     count = newcomer_count(cfg)
     if count == 0:
         return joins
     rng = numpy_rng(cfg.seed, "newcomers")
     # Spread newcomers over clusters round-robin so every cluster gets some when possible.
-    by_cluster = [rng.permutation(np.flatnonzero(clusters.numpy() == k)).tolist()
+    skip = set(exclude)
+    by_cluster = [[c for c in rng.permutation(np.flatnonzero(clusters.numpy() == k)).tolist() if c not in skip]
                   for k in sorted(set(clusters.tolist()))]
     chosen: list[int] = []
     while len(chosen) < count:

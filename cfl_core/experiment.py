@@ -38,7 +38,11 @@ from .data import load_dataset
 from .errors import ConfigError, Diverged, ResumeError
 from .files import kind_of
 from .folder_lock import FolderBusy, FolderLock
-from .dynamics import SHIFTS, join_rounds
+from .conditions import build as build_conditions
+from .conditions.attacks import flip_labels
+from .conditions.privacy import PrivacyLedger
+from .conditions.unseen import assign_and_evaluate, due as unseen_due
+from .dynamics import NEVER, SHIFTS, join_rounds
 from .engine.core import Engine, finite
 from .engine.federation import Federation, resolve_device
 from .engine.models import build_model, default_model
@@ -102,8 +106,14 @@ class Experiment:
         self.config = config
         self.setup_data = setup
         fed = setup.federation
-        if config.shift != "none":
-            fed = _copy_federation(fed)  # shifts move data between clients: never touch a shared setup
+        # drop-outs, stragglers, privacy noise, attackers, unseen clients (cfl_core/conditions)
+        self.conditions = build_conditions(config, fed.num_clients, fed.clusters)
+        label_flip = bool(self.conditions.active and self.conditions.malicious and config.attack == "label-flip")
+        if config.shift != "none" or label_flip:
+            # shifts move data between clients, attackers flip their labels: never touch a shared setup
+            fed = _copy_federation(fed)
+        if label_flip:
+            flip_labels(fed.y_train, fed.n_train, self.conditions.malicious, fed.num_classes)
         self.federation = fed
         info = setup.dataset.info
         family = config.model or default_model(info.task, info.input_shape, config.unsupervised)
@@ -112,8 +122,12 @@ class Experiment:
         train = TrainConfig(config.local_epochs, config.batch_size, config.lr, config.optimizer,
                             config.momentum)
         self.engine = Engine(self.spec, fed, train, config.seed, config.aggregation)
+        self.engine.conditions = self.conditions
         self.true_clusters = fed.clusters.clone()
-        self.joins = join_rounds(config, self.true_clusters)
+        unseen = getattr(self.conditions, "unseen", [])
+        self.joins = join_rounds(config, self.true_clusters, exclude=unseen)
+        if unseen:
+            self.joins[torch.as_tensor(unseen)] = NEVER  # held out: they never train
         self.shift = SHIFTS[config.shift](config, fed, self.true_clusters) if config.shift != "none" else None
         algo_cls = ALGORITHMS[config.algorithm]
         ctx = RunContext(config, self.engine, algo_cls.parse_options(config.options), lambda: self.true_clusters)
@@ -164,9 +178,13 @@ class Experiment:
             present = torch.nonzero(self.joins == 0).squeeze(1)
             # The set-up's traffic (restarts, group cold start) is its own window, recorded with round 0.
             self.engine.traffic.open()
+            if self.conditions.active:
+                self.conditions.begin_setup(len(present), len(present))
             try:
                 with self._counting_paths():
                     self._setup_extras = self.algorithm.setup(present)
+                if self.conditions.active:
+                    self.conditions.end_window()
             except Diverged as exc:
                 error = Diverged(exc.what, "during the set-up", config.lr)
                 self.close(DIVERGED, error=str(error))
@@ -229,7 +247,7 @@ class Experiment:
             state = ckpt.unpack(tree, tensors, self.algorithm.state_classes, self.federation.device)
         except (ckpt.CheckpointError, KeyError, TypeError, ValueError) as exc:
             raise ResumeError(f"{path} cannot be used: {exc}") from None
-        if state.get("config") != self.config.to_dict():
+        if _filled(state.get("config")) != self.config.to_dict():
             raise ResumeError(f"{path} belongs to another config than {folder}/config.json")
         done = int(state["round"])
         rounds = read_rounds(folder)
@@ -249,6 +267,8 @@ class Experiment:
             raise ResumeError(f"{path}: replaying the distribution shift did not give the saved clients")
         self.algorithm.load_state_dict(state["algorithm"])
         self.training_calls = dict(state.get("training_calls") or {})  # absent in checkpoints of earlier versions
+        if self.conditions.active:
+            self.conditions.ledger = PrivacyLedger(state.get("privacy_events") or [])
         rng = state["rng"]
         torch.set_rng_state(rng["torch"])
         np.random.set_state(rng["numpy"])
@@ -263,6 +283,7 @@ class Experiment:
             "round": self.round, "config": self.config.to_dict(), "algorithm": self.algorithm.state_dict(),
             "true_clusters": self.true_clusters, "n_train": self.federation.n_train.cpu(),
             "training_calls": dict(self.training_calls),
+            "privacy_events": list(self.conditions.ledger.events) if self.conditions.active else [],
             "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
         }
         tree, tensors = ckpt.pack(state, self.algorithm.state_classes)
@@ -329,10 +350,16 @@ class Experiment:
                 self.algorithm.place_newcomers(newcomers, r)
                 extras["newcomers"] = newcomers.tolist()
             participants = self._participants(r)
+            if self.conditions.active:  # drop-outs and stragglers drawn; the privacy ledger's window opened
+                eligible = int((self.joins <= r).sum())
+                participants = self.conditions.begin_round(r, participants, eligible)
             self.phase_seconds = {}
             began = time.perf_counter()
             outcome = self.algorithm.run_round(r, participants)
             self.phase_seconds["round"] = time.perf_counter() - began
+            if self.conditions.active:
+                self.conditions.end_window()
+                extras.update(self.conditions.round_extras())
             if outcome.train_loss is not None and bool(torch.isinf(outcome.train_loss).any()):
                 raise Diverged("the clients' training losses are not finite numbers (inf)")
             down, up = self.engine.traffic.totals
@@ -341,6 +368,9 @@ class Experiment:
             began = time.perf_counter()
             record = self._record(r, participants, outcome, extras, down, up)
             self.phase_seconds["record"] = time.perf_counter() - began - self.phase_seconds.get("evaluation", 0.0)
+            unseen = getattr(self.conditions, "unseen", [])
+            if unseen and unseen_due(self.config, r):  # after the round's traffic and metrics: a look, no change
+                record.extras["unseen"] = assign_and_evaluate(self.algorithm, unseen, r, self.true_clusters)
             self._check_scale(record)
         except Diverged as exc:
             raise Diverged(exc.what, f"in round {r}", self.config.lr) from None
@@ -381,6 +411,10 @@ class Experiment:
         finite(models, "the model parameters")
         joined = self.joins <= r
         placed = torch.nonzero((model_of >= 0) & joined).squeeze(1)
+        malicious = getattr(self.conditions, "malicious", [])
+        honest = placed
+        if malicious:  # attackers are never a true cluster: the scores are the honest clients'
+            honest = placed[~torch.isin(placed, torch.as_tensor(malicious, dtype=placed.dtype))]
         began = time.perf_counter()
         evaluation = self.algorithm.evaluate(placed)
         self.phase_seconds["evaluation"] = time.perf_counter() - began
@@ -395,13 +429,15 @@ class Experiment:
             loss[c] = client_losses[i]
             if client_accs is not None:
                 acc[c] = client_accs[i]
-        n_test = self.federation.n_test.cpu()[placed].float()
+        keep = torch.isin(placed, honest) if malicious else torch.ones(len(placed), dtype=torch.bool)
+        n_test = self.federation.n_test.cpu()[honest].float()
         accuracy = weighted = None
-        if evaluation.accuracy is not None and len(placed):
-            accuracy = float(evaluation.accuracy.mean())
-            weighted = float((evaluation.accuracy * n_test).sum() / n_test.sum().clamp(min=1))
-        truth = self.true_clusters[placed].numpy()
-        labels = model_of[placed].numpy()
+        if evaluation.accuracy is not None and len(honest):
+            honest_acc = evaluation.accuracy.cpu()[keep]
+            accuracy = float(honest_acc.mean())
+            weighted = float((honest_acc * n_test).sum() / n_test.sum().clamp(min=1))
+        truth = self.true_clusters[honest].numpy()
+        labels = model_of[honest].numpy()
         all_extras = {**extras, **outcome.extras}
         if self._reports_test_machines():
             all_extras.update(self._test_machine_extras(models, joined))
@@ -435,7 +471,7 @@ class Experiment:
             bytes_up=int(bytes_up),
             seconds=0.0,
             true_clusters=self.true_clusters.tolist(),
-            loss=float(evaluation.loss.mean()) if len(placed) else None,
+            loss=float(evaluation.loss.cpu()[keep].mean()) if len(honest) else None,
             train_loss=float(outcome.train_loss.nanmean()) if outcome.train_loss is not None and len(outcome.train_loss) else None,
             evaluated=int(len(placed)),
             extras=all_extras,
@@ -516,6 +552,14 @@ class Experiment:
 
     def models_snapshot(self) -> torch.Tensor:
         return self.algorithm.eval_models()[0].detach().cpu().clone()
+
+
+def _filled(saved):
+    """A checkpoint's config with the fields added since it was written at their defaults (None if unreadable)."""
+    try:
+        return ExperimentConfig.from_dict(saved).to_dict()
+    except (ConfigError, TypeError):
+        return None
 
 
 def _keep_lines(path: Path, count: int) -> None:

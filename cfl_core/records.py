@@ -108,6 +108,7 @@ def summarize(algorithm: str, records: list[RoundRecord], status: str, protocol:
     # ARI that does not apply (no clusters, or no true ones) is said so, never left to look like a missing score
     not_applicable = {"ari_applicable": False} if last is not None and last.extras.get("ari_applicable") is False else {}
     extra = {"error": error} if error else {}
+    extra.update(condition_headlines(last))
     return _clean({**extra,
         "algorithm": algorithm,
         "status": status,
@@ -126,6 +127,26 @@ def summarize(algorithm: str, records: list[RoundRecord], status: str, protocol:
         **reported_extras(protocol, records),
         **not_applicable,
     })
+
+
+def condition_headlines(last: RoundRecord | None) -> dict[str, Any]:
+    """The headline numbers of the conditions a run ran under (cfl_core/conditions), from its last record: the
+    privacy spent, the unseen clients' accuracy and ARI, the attackers' count; nothing for a run without them."""
+    if last is None:
+        return {}
+    out: dict[str, Any] = {}
+    ex = last.extras
+    if "dp_epsilon" in ex:
+        out["dp_epsilon"] = ex["dp_epsilon"]
+        out["dp_delta"] = ex.get("dp_delta")
+    unseen = ex.get("unseen")
+    if isinstance(unseen, dict):
+        out["unseen_accuracy"] = unseen.get("accuracy")
+        out["unseen_ari"] = unseen.get("ari")
+        out["unseen_clients"] = len(unseen.get("clients") or [])
+    if ex.get("malicious"):
+        out["malicious_clients"] = len(ex["malicious"])
+    return out
 
 
 def clear_run_files(folder: str | os.PathLike) -> None:

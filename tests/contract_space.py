@@ -56,6 +56,10 @@ BOX: dict[str, tuple[float, float]] = {
     "quantity_skew": (0, 1), "alpha": (0.1, 5), "newcomer_share": (0, 0.5), "num_classes_per_partition": (1, 4),
     # options and shift options: unbounded ones get a span of 10 above their lower bound (see `_bounds`)
     "restart_attempts": (1, 5), "pretrain_epochs": (0, 2), "pairs": (1, 3),
+    # the conditions (cfl_core/conditions): every one drawn for every algorithm, at sizes a small run can hold
+    "dropout_rate": (0, 0.5), "straggler_work": (0.1, 1), "condition_seed": (0, 5), "dp_noise": (0, 2),
+    "dp_clip": (0.1, 10), "dp_loss_noise": (0, 2), "dp_loss_clip": (0.5, 20), "dp_delta": (1e-6, 1e-3),
+    "malicious_share": (0, 0.4), "attack_scale": (0.5, 5), "unseen_share": (0, 0.4), "unseen_every": (0, 3),
 }
 # Fields a run never draws: the device (cuda needs a GPU), and the dicts (drawn from their own declarations).
 FIXED = {"device": "cpu"}

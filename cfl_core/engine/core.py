@@ -18,6 +18,7 @@ from .federation import Federation
 from .models import ModelSpec, per_sample_correct, per_sample_loss
 from .objective import Objective
 from .traffic import TrafficLedger
+from ..conditions import NO_CONDITIONS
 from .training import (BatchSchedule, OptimizerMemory, TrainConfig, batch_schedule, full_gradients, learn_mixing, masked_mean,
                        train_batched)
 
@@ -68,6 +69,9 @@ class Engine:
         self.aggregation = aggregation
         self.memory_budget = memory_budget_mb * 2**20
         self.traffic = TrafficLedger(spec.bytes_per_model, fed.num_clients)
+        # drop-outs, stragglers, privacy noise, attackers (cfl_core/conditions): asked wherever a client's data
+        # leaves it and wherever its local steps are drawn; the experiment sets a run's own
+        self.conditions = NO_CONDITIONS
         keep_freed_memory()  # rounds reuse freed memory instead of faulting fresh pages in (allocator.py)
 
     # -- sizing -----------------------------------------------------------
@@ -100,7 +104,8 @@ class Engine:
         """The minibatches of these clients for a stream (see `training.batch_schedule`)."""
         clients = clients.cpu()
         n = self.fed.n_train[clients.to(self.fed.device)].cpu()
-        return batch_schedule(n, clients, self.seed, stream, train or self.train_cfg)
+        return self.conditions.cut_schedule(batch_schedule(n, clients, self.seed, stream, train or self.train_cfg),
+                                            clients)
 
     def train_without_exchange(self, start: torch.Tensor, clients: torch.Tensor, round_index: int,
                                train: TrainConfig | None = None, stream: int | None = None,
@@ -155,8 +160,9 @@ class Engine:
         self._send_objective(objective, clients)
         self.traffic.receive_models(len(clients))
         start = models.to(self.fed.device)[model_of.to(self.fed.device)]
-        return self.train_without_exchange(start, clients, round_index, train=train, stream=stream,
-                                           objective=objective, memory=memory)
+        trained, loss = self.train_without_exchange(start, clients, round_index, train=train, stream=stream,
+                                                    objective=objective, memory=memory)
+        return self.conditions.sent_models(start, trained, clients), loss
 
     def local_train(self, models: torch.Tensor, clients: torch.Tensor, model_of: torch.Tensor, round_index: int,
                     train: TrainConfig | None = None, stream: int | None = None,
@@ -193,12 +199,14 @@ class Engine:
         self.traffic.send(models, clients)
         self._send_objective(objective, clients)
         self.traffic.receive_models(len(clients))
-        return self.train_without_exchange(own, clients, round_index, objective=objective, memory=memory)
+        trained, loss = self.train_without_exchange(own, clients, round_index, objective=objective, memory=memory)
+        return self.conditions.sent_models(own, trained, clients), loss
 
     def upload(self, values: torch.Tensor) -> torch.Tensor:
         """Row i of `values` [P, F] is what participant i computed and sends to the server (F float32 each: mixture
         weights, per-cluster label counts); returns it as the server receives it."""
         self.traffic.receive_floats(int(values.shape[0]), int(values[0].numel()) if len(values) else 0)
+        self.conditions.sent_in_clear("statistics (mixture weights, label counts)")
         return values
 
     def _send_objective(self, objective: Objective | None, clients: torch.Tensor) -> None:
@@ -267,7 +275,8 @@ class Engine:
             ids, owners = clients[lo : lo + chunk], model_of[lo : lo + chunk]
             w = self.weights(ids, weighting)
             if self.aggregation == "gradient":
-                contribution = full_gradients(self.spec, models[owners], self.fed, ids)
+                contribution = self.conditions.sent_gradients(full_gradients(self.spec, models[owners], self.fed, ids),
+                                                              ids)
                 losses.append(torch.full((len(ids),), float("nan")))
             else:
                 # one model (FedAvg): every client starts from a view of it, no gathered [chunk, D] copy
@@ -275,6 +284,7 @@ class Engine:
                 contribution, loss = self.train_without_exchange(
                     start, ids, round_index, schedule=schedule.rows(lo, lo + len(ids)),
                     objective=objective.rows(lo, lo + len(ids)) if objective is not None else None)
+                contribution = self.conditions.sent_models(start, contribution, ids)
                 losses.append(loss)
             aggregate.add_weighted(sums, totals, contribution, owners, w)
         mean, trained = aggregate.group_means(sums, totals)
@@ -319,6 +329,7 @@ class Engine:
         held = (stats.count > 0).sum(1)
         each = held * self.spec.feature_dim + self.fed.num_classes + (held if second_moments else 0)
         self.traffic.receive_floats(len(clients), each)
+        self.conditions.sent_in_clear("class prototypes and counts")
         return stats
 
     def upload_local_centres(self, clients: torch.Tensor, k: int, seed: int) -> list[tuple]:
@@ -326,12 +337,14 @@ class Engine:
         out = [summaries.local_centres(self.fed, int(c), k, seed) for c in clients.tolist()]
         self.traffic.receive_floats(len(out), summaries.floats_of([c for c, _ in out]) + torch.tensor(
             [len(sizes) for _, sizes in out]))
+        self.conditions.sent_in_clear("local k-means centres")
         return out
 
     def upload_subspaces(self, clients: torch.Tensor, p: int, per_class: bool) -> list:
         """PACFL: each client sends the top-p left singular vectors of its data matrix (per class if asked)."""
         out = [summaries.top_subspace(self.fed, int(c), p, per_class) for c in clients.tolist()]
         self.traffic.receive_floats(len(out), summaries.floats_of(out))
+        self.conditions.sent_in_clear("data subspaces")
         return out
 
     # -- measuring ------------------------------------------------------------
@@ -345,7 +358,10 @@ class Engine:
         self.traffic.send(models, clients)
         if uploads:
             self.traffic.receive_floats(len(clients), models.shape[0])
-        return finite(self._loss_values(models, clients), "the clients' training losses")
+        elif models.shape[0] > 1:
+            self.conditions.sent_in_clear("each client's choice of model (made from its own losses)")
+        losses = finite(self._loss_values(models, clients), "the clients' training losses")
+        return self.conditions.sent_losses(losses, clients, uploads=uploads)
 
     def sample_losses(self, models: torch.Tensor, clients: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The loss of every training sample of each client on every model, computed on the clients:
