@@ -341,6 +341,8 @@ class Experiment:
         started = time.perf_counter()
         extras: dict = dict(self._setup_extras) if r == 0 else {}
         self.engine.traffic.open()
+        if self.conditions.active:
+            self.conditions.open_round(r)
         if self.shift is not None:
             extras.update(self.shift.apply(r))
         counting = TRAINING_PATHS.set(self.training_calls)  # every training call of the round counts its path

@@ -90,7 +90,8 @@ class ProgressBar:
 
     def update(self, record) -> None:
         done = record.round + 1
-        acc = f"acc {record.accuracy:.3f}" if record.accuracy is not None else f"loss {record.loss:.4f}"
+        acc = (f"acc {record.accuracy:.3f}" if record.accuracy is not None else
+               f"loss {record.loss:.4f}" if record.loss is not None else "no honest client placed yet")
         ari = (f"ARI {record.ari:.2f}" if record.ari is not None else
                "ARI n/a" if record.extras.get("ari_applicable") is False else "ARI -")
         width = 24
@@ -121,6 +122,15 @@ def summary_line(summary: dict, folder) -> str:
         f"{summary['total_bytes'] / 1e6:.2f} MB sent",
         f"{summary['total_seconds']:.1f} s",
     ]
+    # the conditions' headlines (cfl_core/conditions), where the run had them
+    if summary.get("dp_epsilon") is not None:
+        parts.insert(-2, f"privacy spent epsilon {summary['dp_epsilon']:.3g} at delta {summary.get('dp_delta'):g}")
+    if summary.get("unseen_clients"):
+        unseen = summary.get("unseen_accuracy")
+        parts.insert(-2, f"{summary['unseen_clients']} unseen clients' accuracy "
+                         + (f"{unseen:.4f}" if unseen is not None else "-"))
+    if summary.get("malicious_clients"):
+        parts.insert(-2, f"{summary['malicious_clients']} attackers (scores are the honest clients')")
     return ", ".join(parts) + (f" -> {folder}" if folder else "")
 
 

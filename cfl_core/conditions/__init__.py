@@ -36,6 +36,11 @@ def validate_conditions(cfg) -> None:
     if cfg.unseen_every > cfg.rounds:
         raise ConfigError("unseen_every", cfg.unseen_every, f"at most the number of rounds ({cfg.rounds}); 0: only "
                                                             "after the last round")
+    for name in ("dp_noise", "dp_loss_noise"):
+        value = getattr(cfg, name)
+        if 0 < value < privacy.MIN_NOISE:
+            raise ConfigError(name, value, f"0 (off) or at least {privacy.MIN_NOISE}: with less noise no privacy is "
+                                           "left to account for")
     bad_n = attacks.malicious_count(cfg)
     if cfg.malicious_share > 0:
         if bad_n == 0:
@@ -108,21 +113,24 @@ class RunConditions(NoConditions):
         self._clear: set = set()
 
     # -- the round ------------------------------------------------------------------------------------
+    def open_round(self, round_index: int) -> None:
+        """A round starts (before its newcomers are placed): its noise draws are numbered from here, so a resumed
+        run draws what the uninterrupted one did."""
+        self._round, self._q, self._calls = round_index, 1.0, 0
+        self._releases = {"updates": 0, "losses": 0}
+        self._clear = set()
+        self._dropped, self._stragglers = [], {}
+
     def begin_round(self, round_index: int, participants: torch.Tensor, eligible: int):
         """Draw this round's drop-outs and stragglers among `participants`; returns the reporting clients."""
         reporting, self._dropped, self._stragglers = system.round_draw(self.cfg, round_index, participants)
-        self._start_window(round_index, len(reporting) / max(1, eligible))
+        self._q = len(reporting) / max(1, eligible)
         return reporting
 
     def begin_setup(self, present: int, eligible: int) -> None:
         """The set-up (round 0's restarts, cold start): every present client takes part, nobody drops."""
-        self._dropped, self._stragglers = [], {}
-        self._start_window(-1, present / max(1, eligible))
-
-    def _start_window(self, round_index: int, q: float) -> None:
-        self._round, self._q, self._calls = round_index, q, 0
-        self._releases = {"updates": 0, "losses": 0}
-        self._clear = set()
+        self.open_round(-1)
+        self._q = present / max(1, eligible)
 
     def end_window(self) -> None:
         """Book this window's noised releases in the privacy ledger: a client chosen for the round (probability q)

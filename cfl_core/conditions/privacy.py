@@ -26,6 +26,7 @@ import torch
 from ..engine.seeding import torch_generator
 
 ORDERS = tuple(range(2, 65)) + (80, 96, 128, 192, 256)
+MIN_NOISE = 0.01  # a noise multiplier below this bounds nothing (the accountant divides by its square)
 
 
 def clip_rows(rows: torch.Tensor, clip: float) -> torch.Tensor:
