@@ -285,3 +285,12 @@ def test_newcomers_placed_under_privacy_noise_resume_identically(tmp_path):
     exp.close()
     Experiment.resume(tmp_path / "stopped").run()
     assert lines(tmp_path / "stopped") == lines(tmp_path / "reference")
+
+
+def test_group_cold_start_counts_the_unseen_clients_out_of_round_0():
+    # found by the contract: 6 clients, 3 newcomers, 1 unseen left 2 for FlexCFL's 3 groups (a TruncatedSVD error)
+    cfg = ExperimentConfig(**{**SMALL, "algorithm": "flexcfl", "clusters": 2, "clients_per_cluster": 3, "models": 3,
+                              "newcomer_share": 0.5, "newcomer_round": 1, "unseen_share": 0.125})
+    with pytest.raises(ConfigError) as err:
+        cfg.validate()
+    assert err.value.parameter == "models" and "at most the 2 clients present at round 0" in str(err.value)

@@ -169,7 +169,9 @@ class FedGroup(Algorithm):
     @classmethod
     def validate_config(cls, cfg) -> None:
         super().validate_config(cfg)
-        present = cfg.num_clients - newcomer_count(cfg)
+        from ..conditions.unseen import unseen_count
+
+        present = cfg.num_clients - newcomer_count(cfg) - unseen_count(cfg)  # unseen clients never train
         if cfg.models is not None and cfg.models > present:
             raise ConfigError("models", cfg.models,
                               f"at most the {present} clients present at round 0: the group cold start needs "
