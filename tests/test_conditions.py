@@ -294,3 +294,15 @@ def test_group_cold_start_counts_the_unseen_clients_out_of_round_0():
     with pytest.raises(ConfigError) as err:
         cfg.validate()
     assert err.value.parameter == "models" and "at most the 2 clients present at round 0" in str(err.value)
+
+
+def test_sr_fcas_local_models_are_noised_when_they_are_sent():
+    # SR-FCA's INIT uploads each client's local model once: it goes through the same mechanism as every model
+    cfg = dict(algorithm="srfca", rounds=4, options={"init_rounds": 2})
+    _, clean, _ = run(**cfg)
+    _, noised, _ = run(**cfg, dp_noise=0.5)
+    clustered = [r for r in noised if "threshold" in r.extras]
+    assert clustered and clustered[0].extras.get("dp_epsilon") is not None
+    assert "statistics (mixture weights, label counts)" not in clustered[0].extras.get("dp_unprotected", [])
+    first = next(r for r in clean if "threshold" in r.extras)
+    assert first.extras["init_distances"] != clustered[0].extras["init_distances"]

@@ -190,7 +190,8 @@ class SRFCA(Algorithm):
 
     def _init_clustering(self, round_index: int, extras: dict) -> None:
         clients = self._present()
-        sent = self.engine.upload(self.local[clients])  # every client sends its local model
+        # every client sends its local model (trained from the run's initial model: the update the conditions see)
+        sent = self.engine.upload_models(self.base_model().expand(len(clients), -1), self.local[clients], clients)
         if self.opts.dist == "cross-entropy":
             losses = self.engine.loss_matrix(sent, clients, uploads=True)  # [on client j, model i]
             self.local_loss[clients[:, None], clients[None, :]] = losses

@@ -209,6 +209,13 @@ class Engine:
         self.conditions.sent_in_clear("statistics (mixture weights, label counts)")
         return values
 
+    def upload_models(self, start: torch.Tensor, trained: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+        """Row i of `trained` [P, D] is a model client clients[i] trained from `start[i]` outside a federated call
+        (SR-FCA's local models) and now sends; counted as `upload` counts floats, and, like every model a client
+        sends, what the conditions make of it (noise, attacks)."""
+        self.traffic.receive_floats(int(trained.shape[0]), int(trained[0].numel()) if len(trained) else 0)
+        return self.conditions.sent_models(start, trained, clients)
+
     def _send_objective(self, objective: Objective | None, clients: torch.Tensor) -> None:
         if objective is not None and objective.has_feature_term:
             self.traffic.send_floats(len(clients), objective.target_floats())
