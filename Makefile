@@ -71,8 +71,8 @@ bench-peers: $(STAMP) $(PEERS_STAMP)
 # then spliced into docs/results.md under its `<!-- sweep: NAME -->` marker(s). The Fashion-MNIST ones (the slowest) run last.
 # A finished run is never run again: delete runs/readme/NAME to measure a table anew.
 TABLES := digits-core digits-iid-unknown-k digits-unknown-k digits-same-init digits-init-modes digits-family \
-	digits-swap-part digits-unsupervised algorithms-digits digits-newer-methods data-distance fmnist \
-	algorithms-fashion-mnist
+	digits-swap-part digits-unsupervised algorithms-digits digits-newer-methods data-distance digits-dropout \
+	digits-dp fmnist algorithms-fashion-mnist fashion-mnist-newer-methods
 
 tables: $(STAMP)
 	for name in $(TABLES); do $(PY) -m cfl_core sweep sweeps/$$name.yaml --out runs/readme/$$name || exit 1; done

@@ -10,6 +10,10 @@ of the sweep folder's summary.md; nothing else in the page changes.
 
 `<!-- sweep: NAME pivot=MEASURE -->` (MEASURE: final_accuracy or final_ari) puts instead a pivot of the
 sweep's results.csv: a row per algorithm, a column per partition, mean ± std over the seeds.
+`columns=FIELD` pivots by another swept field than the partition (e.g. dropout_rate, dp_noise; the header then
+says FIELD=value). MEASURE may also be a headline of the runs' summary.json that results.csv does not hold
+(SUMMARY_MEASURES: dp_epsilon, the privacy spent): read from each finished run's folder, the cell its mean over
+the seeds, "-" where no run has it (no noise: no privacy guarantee).
 `reference=FILE` (a CSV under the repository: partition, algorithm, the measure, where) adds a
 "paper" column after each partition with the reference's figure, "—" where it has none; a partition for which
 the reference has no figure at all gets no such column (a column of dashes says nothing the text cannot). Every
@@ -22,7 +26,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
+import math
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -30,11 +37,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from cfl_core.files import TABLE_LIMIT, read_text  # noqa: E402
 from cfl_core.sweep.status import read_results_file  # noqa: E402
-from cfl_core.sweep.tables import MISSING_FIGURE, pivot_table  # noqa: E402
+from cfl_core.sweep.tables import MISSING_FIGURE, PIVOT_MEASURES, pivot_table  # noqa: E402
 
 RESULTS_PAGE = ROOT / "docs" / "results.md"
 MARKER = re.compile(r"^<!-- sweep: ([A-Za-z0-9_.\-]+)((?: [a-z]+=[A-Za-z0-9_./\-]+)*) -->$")
-PARAMETERS = ("pivot", "reference")
+PARAMETERS = ("pivot", "reference", "columns")
 
 
 def table_lines(lines: list[str], start: int) -> tuple[int, int]:
@@ -119,18 +126,92 @@ def drop_empty_reference_columns(lines: list[str]) -> list[str]:
     return out + ["| " + " | ".join(r[i] for i in keep) + " |" for r in body]
 
 
+# headlines of a run's summary.json that results.csv has no column for: a pivot of one reads each run's folder
+SUMMARY_MEASURES = ("dp_epsilon",)
+
+
+def summary_measure(runs: Path, name: str, rows: list[dict], measure: str) -> None:
+    """In place: each finished row's `measure` from its run folder's summary.json (None where it has none). A
+    summary that cannot be read, or whose figure is not a finite number, stops with one line naming it."""
+    for row in rows:
+        row[measure] = None
+        if row.get("status") != "finished":
+            continue
+        path = runs / name / row["folder"] / "summary.json"
+        text, problem = read_text(path)
+        try:
+            summary = json.loads(text) if text is not None else None
+        except ValueError as exc:
+            problem = f"not JSON ({exc})"
+            summary = None
+        if not isinstance(summary, dict):
+            raise SystemExit(f"sweep {name}: {path}: {problem or 'missing'}")
+        value = summary.get(measure)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SystemExit(f"sweep {name}: {path}: {measure} {str(value)[:40]!r} is not a finite number")
+        row[measure] = float(value)
+
+
+def figure_text(value: float) -> str:
+    """A headline such as epsilon: three significant digits, thousands separated (6.16, 343, 33,344)."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def summary_pivot(rows: list[dict], measure: str, column_field: str) -> tuple[str, list[str]]:
+    """pivot_table's layout for a summary headline: the cell is its mean over the finished runs that have it."""
+    row_values = list(dict.fromkeys(r["algorithm"] for r in rows))
+    column_values = list(dict.fromkeys(r[column_field] for r in rows))
+    header = ["algorithm", *column_values]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    notes = []
+    for a in row_values:
+        out = [a]
+        for c in column_values:
+            cell = [r for r in rows if r["algorithm"] == a and r[column_field] == c]
+            done = [r for r in cell if r.get("status") == "finished"]
+            if len(done) < len(cell):
+                notes.append(f"{c}, {a}: {len(cell) - len(done)} of {len(cell)} runs not finished")
+            present = [r[measure] for r in done if r.get(measure) is not None]
+            out.append(figure_text(statistics.mean(present)) if present else "-")
+        lines.append("| " + " | ".join(out) + " |")
+    return "\n".join(lines) + "\n", notes
+
+
+def name_columns(lines: list[str], field: str) -> list[str]:
+    """The header's value columns as FIELD=value (a column per partition keeps the partition's bare name)."""
+    if field == "partition":
+        return lines
+    header = cells(lines[0])
+    named = [header[0]] + [h if h == "paper" else f"{field}={h}" for h in header[1:]]
+    return ["| " + " | ".join(named) + " |", *lines[1:]]
+
+
 def pivot_lines(runs: Path, name: str, parameters: dict[str, str]) -> tuple[list[str], list[str]]:
     """(the pivot table's lines, notes on cells not complete) of runs/NAME/results.csv."""
     measure = parameters["pivot"]
+    column = parameters.get("columns", "partition")
+    if measure not in (*PIVOT_MEASURES, *SUMMARY_MEASURES):
+        raise SystemExit(f"sweep {name}: pivot={measure}: one of {', '.join((*PIVOT_MEASURES, *SUMMARY_MEASURES))}")
     rows, problems = read_results_file(runs / name)  # a regular file only, bounded; a damaged one in one line
     if rows is None or problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise SystemExit(f"sweep {name}: {problems[0] if problems else 'results.csv is missing'}{more} "
                          f"(in {runs / name})")
+    if rows and column not in rows[0]:
+        raise SystemExit(f"sweep {name}: columns={column}: not a swept field of its results.csv")
+    if measure in SUMMARY_MEASURES:
+        if "reference" in parameters:
+            raise SystemExit(f"sweep {name}: reference= goes with pivot=final_accuracy or final_ari only")
+        summary_measure(runs, name, rows, measure)
+        table, notes = summary_pivot(rows, measure, column)
+        return name_columns(table.splitlines(), column), [f"- {n}" for n in notes]
     reference = read_reference(ROOT / parameters["reference"], measure) if "reference" in parameters else None
-    table, notes = pivot_table(rows, measure, reference=reference)
+    table, notes = pivot_table(rows, measure, column_field=column, reference=reference)
     lines = table.splitlines()
-    return (drop_empty_reference_columns(lines) if reference is not None else lines), [f"- {n}" for n in notes]
+    lines = drop_empty_reference_columns(lines) if reference is not None else lines
+    return name_columns(lines, column), [f"- {n}" for n in notes]
 
 
 def cells(line: str) -> list[str]:

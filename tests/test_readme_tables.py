@@ -139,3 +139,65 @@ def test_every_table_of_make_tables_has_its_marker_in_the_results_page_and_none_
     assert all((ROOT / "sweeps" / f"{name}.yaml").is_file() for name in names)
     assert "<!-- sweep:" not in (ROOT / "README.md").read_text()
     assert Path(script.RESULTS_PAGE) == ROOT / "docs" / "results.md"
+
+
+def _condition_sweep(runs, epsilon_of):
+    """A sweep folder pivoted by dp_noise: results.csv and each finished run's summary.json (dp_epsilon)."""
+    import json
+
+    rows = [("0.0", "clove", 0, 1.0, "finished"), ("0.0", "clove", 1, 1.0, "finished"),
+            ("1.0", "clove", 0, 0.2, "finished"), ("1.0", "clove", 1, 0.4, "finished"),
+            ("0.0", "ifca", 0, 0.5, "finished"), ("1.0", "ifca", 0, 0.0, "finished"),
+            ("1.0", "ifca", 1, None, "failed")]
+    folder = runs / "dp"
+    folder.mkdir(parents=True)
+    lines = ["key,folder,status,dp_noise,algorithm,seed,final_accuracy,final_ari"]
+    for i, (noise, algorithm, seed, ari, status) in enumerate(rows):
+        run = f"noise{noise}/seed{seed}/{algorithm}"
+        lines.append(f"k{i},{run},{status},{noise},{algorithm},{seed},0.9,{'' if ari is None else ari}")
+        (folder / run).mkdir(parents=True)
+        summary = {"status": status}
+        if noise != "0.0":
+            summary["dp_epsilon"] = epsilon_of(algorithm, seed)
+        (folder / run / "summary.json").write_text(json.dumps(summary))
+    (folder / "results.csv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_a_pivot_by_another_field_and_a_summary_headline_such_as_epsilon(tmp_path):
+    runs = tmp_path / "runs"
+    _condition_sweep(runs, lambda algorithm, seed: {"clove": 4000.0, "ifca": 6.0}[algorithm] + seed * 2)
+    page = tmp_path / "results.md"
+    page.write_text("<!-- sweep: dp pivot=final_ari columns=dp_noise -->\n| old |\n\n"
+                    "<!-- sweep: dp pivot=dp_epsilon columns=dp_noise -->\n| old |\n\nend\n")
+    script = _script()
+    args = ["--page", str(page), "--runs", str(runs)]
+    assert script.main(args) == 1  # written; the failed ifca run is named
+    text = page.read_text()
+    header = "| algorithm | dp_noise=0.0 | dp_noise=1.0 |\n|---|---|---|\n"
+    assert header + "| clove | 1.00 ± 0.00 (2/2) | 0.30 ± 0.14 (0/2) |\n| ifca | 0.50 (0/1) | 0.00 (0/1) |\n" in text
+    # epsilon: the mean over the seeds that finished (4000, 4002 -> 4,001; the failed ifca seed left out: 6),
+    # "-" where no run was noised
+    assert header + "| clove | - | 4,001 |\n| ifca | - | 6 |\n\nend\n" in text
+    assert script.main(["--check", *args]) == 1  # the failed run keeps it unfinished ...
+    assert page.read_text() == text  # ... and --check writes nothing
+
+
+def test_a_summary_headline_that_is_not_a_number_or_a_field_that_was_not_swept_is_one_line(tmp_path):
+    import pytest
+
+    runs = tmp_path / "runs"
+    _condition_sweep(runs, lambda algorithm, seed: "lots")
+    page = tmp_path / "results.md"
+    page.write_text("<!-- sweep: dp pivot=dp_epsilon columns=dp_noise -->\n| old |\n")
+    script = _script()
+    with pytest.raises(SystemExit, match=r"dp_epsilon 'lots' is not a finite number"):
+        script.main(["--page", str(page), "--runs", str(runs)])
+    page.write_text("<!-- sweep: dp pivot=final_ari columns=dropout_rate -->\n| old |\n")
+    with pytest.raises(SystemExit, match=r"columns=dropout_rate: not a swept field"):
+        script.main(["--page", str(page), "--runs", str(runs)])
+    (runs / "dp" / "noise1.0" / "seed0" / "clove" / "summary.json").write_text("{not json")
+    page.write_text("<!-- sweep: dp pivot=dp_epsilon columns=dp_noise -->\n| old |\n")
+    with pytest.raises(SystemExit, match=r"summary.json: not JSON"):
+        script.main(["--page", str(page), "--runs", str(runs)])
+    assert page.read_text() == "<!-- sweep: dp pivot=dp_epsilon columns=dp_noise -->\n| old |\n"
