@@ -306,3 +306,13 @@ def test_sr_fcas_local_models_are_noised_when_they_are_sent():
     assert "statistics (mixture weights, label counts)" not in clustered[0].extras.get("dp_unprotected", [])
     first = next(r for r in clean if "threshold" in r.extras)
     assert first.extras["init_distances"] != clustered[0].extras["init_distances"]
+
+
+def test_a_channel_left_without_noise_is_named_beside_epsilon():
+    # found by the dashboard's helper: dp_noise alone left CLoVE's loss vectors in the clear, unlisted
+    _, updates_only, _ = run(algorithm="clove", models=3, dp_noise=1.0)
+    assert "loss vectors (dp_loss_noise is 0)" in updates_only[-1].extras["dp_unprotected"]
+    _, losses_only, _ = run(algorithm="clove", models=3, dp_loss_noise=1.0)
+    assert "model updates (dp_noise is 0)" in losses_only[-1].extras["dp_unprotected"]
+    _, both, _ = run(algorithm="clove", models=3, dp_noise=1.0, dp_loss_noise=1.0)
+    assert "dp_unprotected" not in both[-1].extras

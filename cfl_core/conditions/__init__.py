@@ -176,12 +176,16 @@ class RunConditions(NoConditions):
             if self.malicious else updates
 
     def sent_models(self, start, trained, clients):
+        if self.cfg.dp_noise <= 0:
+            self.sent_in_clear("model updates (dp_noise is 0)")
         if self.cfg.dp_noise <= 0 and not (self.malicious and self.cfg.attack in ("scale", "sign-flip")):
             return trained
         start = start.to(trained.device)
         return start + self._sent_updates(trained - start, clients).to(trained.device)
 
     def sent_gradients(self, grads, clients):
+        if self.cfg.dp_noise <= 0:
+            self.sent_in_clear("gradients (dp_noise is 0)")
         if self.cfg.dp_noise <= 0 and not (self.malicious and self.cfg.attack in ("scale", "sign-flip")):
             return grads
         return self._sent_updates(grads, clients).to(grads.device)
@@ -192,6 +196,8 @@ class RunConditions(NoConditions):
         if uploads and self.cfg.dp_loss_noise > 0:
             matrix = privacy.noised(matrix, self.cfg.dp_loss_clip, self.cfg.dp_loss_noise, self._generator())
             self._releases["losses"] += 1
+        elif uploads:
+            self.sent_in_clear("loss vectors (dp_loss_noise is 0)")
         return matrix
 
     def sent_in_clear(self, what: str) -> None:
