@@ -149,7 +149,7 @@ def test_every_setting_has_a_flag_a_url_key_and_a_widget_that_round_trip(name):
         assert problems == [] and config == {name: value}
     assert name in controls.FIELDS
     placed = (controls.DATA_FIELDS + controls.ADVANCED_DATA + controls.TRAIN_FIELDS + controls.ADVANCED_TRAIN
-              + controls.ADVANCED_DYNAMICS)
+              + controls.ADVANCED_DYNAMICS + controls.ADVANCED_CONDITIONS)
     assert name in placed or s.group == "algorithm", f"{name} has no place in the sidebar"
 
 
