@@ -118,6 +118,16 @@ def _run_parser(config_cls=ExperimentConfig):
     return parser
 
 
+def _allowed(s, value) -> bool:
+    from cfl_core.errors import ConfigError
+
+    try:
+        s.check(value)
+    except ConfigError:
+        return False
+    return True
+
+
 def _example(s):
     """A non-default allowed value of a setting."""
     if s.choices is not None:
@@ -127,8 +137,9 @@ def _example(s):
     if s.kind is int:
         low = s.allowed.low if isinstance(s.allowed, Interval) and s.allowed.low is not None else 0
         return max(low, (s.default or 0) + 1)
-    if s.kind is float:
-        return 0.5 if s.default != 0.5 else 0.25
+    if s.kind is float:  # 0.5 or 0.25, else the middle of a narrower interval (dp_delta: (0, 0.1])
+        inside = [v for v in (0.5, 0.25) if v != s.default and _allowed(s, v)]
+        return inside[0] if inside else (s.allowed.low + s.allowed.high) / 2
     if s.kind is dict:
         return {"a": 1}
     return "x"
