@@ -42,7 +42,7 @@ def privacy_figure(points: dict, metric: str, height: int = 330):
     return figure_from(data, lay)
 
 
-def unseen_figure(unseen: dict, models: int, training_accuracy, height: int = 260):
+def unseen_figure(unseen: dict, models: int, training_accuracy, training_ari=None, height: int = 260):
     """Rows: the unseen clients (by true cluster); columns: the models; the cell of the model each was given
     coloured by it, with the client's accuracy on it; the strip on the left its true cluster. The headline above
     (`layout.meta`) carries the drawn numbers: the unseen clients' ARI and accuracy, the training clients'."""
@@ -69,7 +69,8 @@ def unseen_figure(unseen: dict, models: int, training_accuracy, height: int = 26
                  hovertemplate="%{y} → %{x}: accuracy %{text}<extra></extra>", xaxis="x2", yaxis="y2")]
     acc, ari = unseen.get("accuracy"), unseen.get("ari")
     head = (f"unseen ARI {'—' if ari is None else f'{ari:.2f}'} · accuracy {'—' if acc is None else f'{acc:.0%}'}"
-            f" (training clients {'—' if training_accuracy is None else f'{training_accuracy:.0%}'})")
+            f" (training clients {'—' if training_accuracy is None else f'{training_accuracy:.0%}'}, ARI "
+            f"{'—' if training_ari is None else f'{training_ari:.2f}'})")
     lay = house(height, legend=False, plot_bgcolor="#f4f4f4",
                 xaxis=dict(anchor="y", domain=[0.0, 0.1], showgrid=False, side="top"),
                 yaxis=dict(anchor="x", domain=[0.0, 1.0], autorange="reversed", showgrid=False),

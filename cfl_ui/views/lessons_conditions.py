@@ -67,21 +67,22 @@ def privacy_early(units, rnd):
 
 def privacy_end(units, rnd):
     pts = privacy_points(units, rnd)
-    parts = []
+    sigmas = ", ".join(f"{s:g}" for s in NOISE)
+    parts, kept_to = [], []
     for name, rows in pts.items():
+        most = max(rows, key=lambda r: r[0])
+        parts.append(f"{name} {', '.join(_ari(r[2]) for r in rows)} (accuracy at σ {most[0]:g}: {_pct(most[3])})")
         kept = [r for r in rows if r[1] is not None and (r[2] or 0) >= 0.9]
         smallest = min(kept, key=lambda r: r[1]) if kept else None
-        most = max((r for r in rows if r[1] is not None), key=lambda r: r[0])
-        found = (f"keeps ARI ≥ 0.9 down to ε {_eps_text(smallest[1])} (σ {smallest[0]:g})" if smallest
-                 else "loses the clusters at every noise level")
-        parts.append(f"{name} {found}; at σ {most[0]:g}: ARI {_ari(most[2])}, accuracy {_pct(most[3])}")
+        kept_to.append(f"{name} keeps ARI ≥ 0.9 down to ε {_eps_text(smallest[1])}" if smallest
+                       else f"{name} loses the clusters at every noise level")
     tail = ""
     for a, algo in enumerate(PRIVACY_ALGOS):  # what each sends in the clear (cfl_core/conditions/privacy.py)
         rec = at(units[unit_index(len(NOISE) - 1, a)], rnd)
-        open_ = (rec.extras or {}).get("dp_unprotected") or [] if rec is not None else []
+        open_ = ((rec.extras or {}).get("dp_unprotected") or []) if rec is not None else []
         if open_:
             tail += f". {label(algo)}'s ε does not cover: {', '.join(open_)}"
-    return f"after round {rnd}: " + "; ".join(parts) + tail
+    return (f"after round {rnd}, ARI at σ {sigmas}: " + "; ".join(parts) + ". " + ", ".join(kept_to) + tail)
 
 
 # -- a new client arrives ------------------------------------------------------------------------------------
@@ -113,8 +114,8 @@ def unseen_end(units, rnd):
     parts = []
     for u in units:
         un, rec = unseen_of(u, rnd), at(u, rnd)
-        parts.append(f"{label(u.algorithm)} {_pct(un.get('accuracy'))} (its training clients {_pct(rec.accuracy)}, "
-                     f"ARI {_ari(un.get('ari'))})")
+        parts.append(f"{label(u.algorithm)} {_pct(un.get('accuracy'))} (ARI {_ari(un.get('ari'))}), its training "
+                     f"clients {_pct(rec.accuracy)} (ARI {_ari(rec.ari)})")
     return f"after round {rnd}: the newcomers' accuracy — " + "; ".join(parts)
 
 

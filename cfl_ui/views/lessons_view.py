@@ -119,7 +119,7 @@ def step_figures(lesson, step, units, rnd: int, note: str | None, fit: float = 1
         def unseen(u, i):
             rec = next(r for r in u.records if r.round == rnd)
             return _annotate(unseen_figure(unseen_of(u, rnd) or {}, max(rec.assignments, default=0) + 1, rec.accuracy,
-                                           height=int(HEATMAP_PX * fit)),
+                                           rec.ari, height=int(HEATMAP_PX * fit)),
                              note if i == 0 else None, None, False)
 
         return [(f"unseen{i}", f"**Unseen clients** · {label(u.algorithm)} · round {rnd}",
