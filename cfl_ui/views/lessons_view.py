@@ -109,12 +109,17 @@ def step_figures(lesson, step, units, rnd: int, note: str | None, fit: float = 1
         from .lessons_conditions import privacy_points
 
         points = privacy_points(units, rnd)
+        if sum(len(rows) for rows in points.values()) < len(units):  # a run has not recorded this round yet
+            return f"The runs are finishing round {rnd}…"
         return [(f"priv-{m}", f"**{'Clusters found (ARI)' if m == 'ari' else 'Accuracy'} against ε** · round {rnd}",
                  lambda m=m: _annotate(privacy_figure(points, m, height=int(330 * fit)), note if m == "ari" else None,
                                        None, False)) for m in ("ari", "accuracy")]
     if step.chart == UNSEEN:
         from ..charts.condition_figures import unseen_figure
         from .lessons_conditions import label, unseen_of
+
+        if any(unseen_of(u, rnd) is None for u in units):  # a run of the batch has not recorded this round yet
+            return f"The unseen clients of round {rnd} are being assigned…"
 
         def unseen(u, i):
             rec = next(r for r in u.records if r.round == rnd)
