@@ -115,18 +115,18 @@ def check_curves(fig: dict, note: str, rnd: int, metric: str) -> None:
 
 
 def check_privacy(figs: list[dict], note: str) -> None:
-    """Every epsilon, ARI and percentage the note quotes is a point drawn (ARI on the first chart, accuracy on the
-    second); a sigma quoted is a noise level drawn."""
-    ari_fig, acc_fig = figs
-    eps = {str(e) for t in ari_fig["data"] for e in (t.get("customdata") or ())}
-    sigmas = {str(s).split()[-1] for t in ari_fig["data"] for s in (t.get("text") or ())}
-    if any(str(t.get("name", "")).endswith("no noise") for t in ari_fig["data"]):
+    """Every epsilon, ARI and percentage the note quotes is a point drawn (on an ARI line, an accuracy line); a
+    sigma quoted is a noise level drawn."""
+    traces = figs[0]["data"]
+    eps = {str(e) for t in traces for e in (t.get("customdata") or ())}
+    sigmas = {str(s).split()[-1] for t in traces for s in (t.get("text") or ())}
+    if any(str(t.get("name", "")).endswith("no noise") for t in traces):
         sigmas.add("0")  # the noise-free runs: the dashed lines
 
-    def ys(fig):
-        return [float(v) for t in fig["data"] for v in values(t["y"]) if np.isfinite(v)]
+    def ys(what):
+        return [float(v) for t in traces if what in t["name"] for v in values(t["y"]) if np.isfinite(v)]
 
-    aris, accs = {f"{v:.2f}" for v in ys(ari_fig)}, {f"{v:.0%}" for v in ys(acc_fig)}
+    aris, accs = {f"{v:.2f}" for v in ys("ARI")}, {f"{v:.0%}" for v in ys("accuracy")}
     for e in re.findall(r"ε (\d{1,3}(?:,\d{3})*(?:\.\d)?)", note):
         assert e in eps, f"ε {e} is not drawn: {sorted(eps)}"
     for s in re.findall(r"σ ([\d.]+(?:, [\d.]+)*)", note):

@@ -13,31 +13,33 @@ def eps_text(eps) -> str:
     return "∞" if eps is None else f"{eps:,.0f}" if eps >= 100 else f"{eps:.1f}"
 
 
-def privacy_figure(points: dict, metric: str, height: int = 330):
-    """`points`: algorithm label -> [(sigma, epsilon or None for no noise, ARI, accuracy)]; y = ARI or accuracy
-    (`metric`) against epsilon (log axis); the noise-free run of each algorithm as a dashed line (its epsilon is
-    infinite). Every marker's text is the epsilon as the notes write it."""
+def privacy_figure(points: dict, height: int = 380):
+    """`points`: algorithm label -> [(sigma, epsilon or None for no noise, ARI, accuracy)]; each algorithm's ARI
+    (solid, each marker labelled with its sigma) and accuracy (dotted) against epsilon (log axis), and its
+    noise-free ARI as a dashed line (its epsilon is infinite). Every marker's customdata is its epsilon as the notes
+    write it."""
     data = []
     for i, (label, rows) in enumerate(points.items()):
         color = algorithm_color(label.lower(), i)
-        pick = (lambda r: r[2]) if metric == "ari" else (lambda r: r[3])
         noisy = [r for r in rows if r[1] is not None]
-        data.append(dict(type="scatter", mode="lines+markers+text", name=label, x=[r[1] for r in noisy],
-                         y=[pick(r) for r in noisy], text=[f"σ {r[0]:g}" for r in noisy], textposition="top center",
-                         customdata=[eps_text(r[1]) for r in noisy], line=dict(color=color, width=2),
+        x, eps = [r[1] for r in noisy], [eps_text(r[1]) for r in noisy]
+        data.append(dict(type="scatter", mode="lines+markers+text", name=f"{label} ARI", x=x, y=[r[2] for r in noisy],
+                         text=[f"σ {r[0]:g}" for r in noisy], textposition="top center", customdata=eps,
+                         textfont=dict(size=10, color=color), line=dict(color=color, width=2.5),
                          marker=dict(size=9, color=color),
-                         hovertemplate=f"{label}: " + "%{text} · ε %{customdata} · %{y:.2f}<extra></extra>"))
+                         hovertemplate=f"{label}: " + "%{text} · ε %{customdata} · ARI %{y:.2f}<extra></extra>"))
+        data.append(dict(type="scatter", mode="lines+markers", name=f"{label} accuracy", x=x,
+                         y=[r[3] for r in noisy], customdata=eps, line=dict(color=color, width=1.5, dash="dot"),
+                         marker=dict(size=7, color=color, symbol="square"),
+                         hovertemplate=f"{label}: ε " + "%{customdata} · accuracy %{y:.0%}<extra></extra>"))
         clear = next((r for r in rows if r[1] is None), None)
         if clear is not None and noisy:
-            lo, hi = min(r[1] for r in noisy), max(r[1] for r in noisy)
-            data.append(dict(type="scatter", mode="lines", name=f"{label}, no noise", x=[lo, hi],
-                             y=[pick(clear)] * 2, line=dict(color=color, dash="dash", width=1.5),
-                             hovertemplate=f"{label} without noise: " + "%{y:.2f}<extra></extra>"))
-    title = "ARI" if metric == "ari" else "accuracy"
+            data.append(dict(type="scatter", mode="lines", name=f"{label} ARI, no noise", x=[min(x), max(x)],
+                             y=[clear[2]] * 2, line=dict(color=color, dash="dash", width=1),
+                             hovertemplate=f"{label} without noise: ARI " + "%{y:.2f}<extra></extra>"))
     lay = house(height, xaxis=axis("privacy spent ε (log; smaller = more private)", type="log", gridcolor=GRID),
-                yaxis=axis(title, gridcolor=GRID, range=[-0.35, 1.1] if metric == "ari" else [0, 1.05],
-                           tickformat=".0%" if metric == "accuracy" else None))
-    lay["legend"].update(orientation="h", y=-0.3, x=0, yanchor="top", font=dict(size=11))
+                yaxis=axis("ARI (solid) · accuracy (dotted)", gridcolor=GRID, range=[-0.35, 1.12]))
+    lay["legend"].update(orientation="h", y=-0.22, x=0, yanchor="top", font=dict(size=11))
     lay.update(margin=dict(l=10, r=10, t=30, b=40))
     return figure_from(data, lay)
 

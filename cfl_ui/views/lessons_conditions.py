@@ -61,8 +61,9 @@ def privacy_early(units, rnd):
     for name, rows in pts.items():
         clear = next(r for r in rows if r[1] is None)
         most = max((r for r in rows if r[1] is not None), key=lambda r: r[0])
-        parts.append(f"{name} ARI {_ari(clear[2])} without noise, {_ari(most[2])} at σ {most[0]:g} (ε {_eps_text(most[1])})")
-    return f"round {rnd}: " + "; ".join(parts) + " — ε is the privacy spent so far, and it grows every round"
+        parts.append(f"{name} ARI {_ari(clear[2])} without noise, {_ari(most[2])} at σ {most[0]:g} "
+                     f"(ε {_eps_text(most[1])})")
+    return f"round {rnd}: " + "; ".join(parts) + ". ε grows every round"
 
 
 def privacy_end(units, rnd):
@@ -71,18 +72,18 @@ def privacy_end(units, rnd):
     parts, kept_to = [], []
     for name, rows in pts.items():
         most = max(rows, key=lambda r: r[0])
-        parts.append(f"{name} {', '.join(_ari(r[2]) for r in rows)} (accuracy at σ {most[0]:g}: {_pct(most[3])})")
+        parts.append(f"{name} {', '.join(_ari(r[2]) for r in rows)} (σ {most[0]:g}: accuracy {_pct(most[3])})")
         kept = [r for r in rows if r[1] is not None and (r[2] or 0) >= 0.9]
         smallest = min(kept, key=lambda r: r[1]) if kept else None
-        kept_to.append(f"{name} keeps ARI ≥ 0.9 down to ε {_eps_text(smallest[1])}" if smallest
-                       else f"{name} loses the clusters at every noise level")
+        kept_to.append(f"{name} ε {_eps_text(smallest[1])}" if smallest else f"{name} never")
     tail = ""
     for a, algo in enumerate(PRIVACY_ALGOS):  # what each sends in the clear (cfl_core/conditions/privacy.py)
         rec = at(units[unit_index(len(NOISE) - 1, a)], rnd)
         open_ = ((rec.extras or {}).get("dp_unprotected") or []) if rec is not None else []
         if open_:
-            tail += f". {label(algo)}'s ε does not cover: {', '.join(open_)}"
-    return (f"after round {rnd}, ARI at σ {sigmas}: " + "; ".join(parts) + ". " + ", ".join(kept_to) + tail)
+            tail += f". {label(algo)}'s ε does not cover {len(open_)} thing(s) sent in the clear"
+    return (f"after round {rnd}, ARI at σ {sigmas}: " + "; ".join(parts) + ". Smallest ε with ARI ≥ 0.9: "
+            + ", ".join(kept_to) + tail)
 
 
 # -- a new client arrives ------------------------------------------------------------------------------------
@@ -106,17 +107,16 @@ def unseen_start(units, rnd):
         un = unseen_of(u, rnd)
         parts.append(f"{label(u.algorithm)} ARI {_ari(un.get('ari'))}")
     n = len(unseen_of(units[0], rnd).get("clients") or [])
-    return (f"round {rnd}: {n} clients never trained; each algorithm gives them a model by its own rule — "
-            "their models against their true clusters: " + "; ".join(parts))
+    return f"round {rnd}: {n} clients never trained — models given vs true clusters: " + "; ".join(parts)
 
 
 def unseen_end(units, rnd):
     parts = []
     for u in units:
         un, rec = unseen_of(u, rnd), at(u, rnd)
-        parts.append(f"{label(u.algorithm)} {_pct(un.get('accuracy'))} (ARI {_ari(un.get('ari'))}), its training "
-                     f"clients {_pct(rec.accuracy)} (ARI {_ari(rec.ari)})")
-    return f"after round {rnd}: the newcomers' accuracy — " + "; ".join(parts)
+        parts.append(f"{label(u.algorithm)} {_pct(un.get('accuracy'))} (ARI {_ari(un.get('ari'))}), trained "
+                     f"{_pct(rec.accuracy)} (ARI {_ari(rec.ari)})")
+    return f"after round {rnd}: newcomers — " + "; ".join(parts)
 
 
 _SMALL = dict(dataset="digits", clusters=4, clients_per_cluster=3, samples_per_client=50, local_epochs=2, lr=0.1,
@@ -127,12 +127,11 @@ CONDITION_LESSONS: tuple = (
            "CLoVE and IFCA with client-level differential privacy: noise on every update and loss vector a client "
            "sends, at four levels on the same clients and seed.",
            PRIVACY_ALGOS, dict(_SMALL, partition="label-skew-1", models=4, init="different", rounds=8), (
-               Step("Noise on what clients send", "Each client clips what it sends and adds Gaussian noise (σ "
-                    "times the clip) before it leaves. More noise spends less privacy: a smaller **ε**. Each point "
-                    "is one run; the dashed line is the same algorithm without noise.", early_round, privacy_early,
+               Step("Noise on what clients send", "Each client clips what it sends and adds noise (σ × the clip). "
+                    "More noise, smaller **ε**: more private. Dashed: no noise.", early_round, privacy_early,
                     PRIVACY),
-               Step("The price of privacy", "At the end: how small can ε get before the clusters (ARI) and the "
-                    "accuracy are lost? ε is what the accountant (RDP) says each client's data is protected by.",
+               Step("The price of privacy", "How small can ε get before the clusters (ARI) and the accuracy are "
+                    "lost?",
                     last_round, privacy_end, PRIVACY),
            ), variants=tuple((f"σ {s:g}", {"dp_noise": s, "dp_loss_noise": s}) for s in NOISE)),
     Lesson("unseen", "A new client arrives",
@@ -140,12 +139,11 @@ CONDITION_LESSONS: tuple = (
            "(CLoVE: nearest centroid of loss vectors; IFCA: lowest loss; FlexCFL: cold start).",
            UNSEEN_ALGOS, dict(_SMALL, partition="label-skew-1", clients_per_cluster=4, models=4, init="different",
                               rounds=8, unseen_share=0.25, unseen_every=1), (
-               Step("Who gets which model", "Rows are the clients that never trained, the strip their true "
-                    "cluster; the coloured cell is the model their algorithm gave them, with their accuracy on "
-                    "it. Before any training the models are random: so are the newcomers' models.", first_unseen,
+               Step("Who gets which model", "Rows: clients that never trained (strip: true cluster); the "
+                    "coloured cell: the model given, with the accuracy on it.", first_unseen,
                     unseen_start, UNSEEN),
-               Step("How well they do", "After training, each newcomer is given a model once more: does it land "
-                    "on its cluster's model, and does it do as well as the clients that trained?", last_round,
+               Step("How well they do", "After training: do newcomers do as well as the clients that trained?",
+                    last_round,
                     unseen_end, UNSEEN),
            )),
 )

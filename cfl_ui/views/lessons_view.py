@@ -31,7 +31,7 @@ HEATMAP_PX = 230  # a lesson's heatmap: two stacked in an 800-px window stay on 
 
 def layout(step) -> list:
     """The page's column widths for `step`."""
-    return WIDE_CHARTS if step.chart in (HEATMAP, PRIVACY, UNSEEN) else HALVES
+    return WIDE_CHARTS if step.chart in (HEATMAP, UNSEEN) else HALVES
 HEAD = "les.head"  # the round the player shows, per lesson
 
 
@@ -111,9 +111,8 @@ def step_figures(lesson, step, units, rnd: int, note: str | None, fit: float = 1
         points = privacy_points(units, rnd)
         if sum(len(rows) for rows in points.values()) < len(units):  # a run has not recorded this round yet
             return f"The runs are finishing round {rnd}…"
-        return [(f"priv-{m}", f"**{'Clusters found (ARI)' if m == 'ari' else 'Accuracy'} against ε** · round {rnd}",
-                 lambda m=m: _annotate(privacy_figure(points, m, height=int(330 * fit)), note if m == "ari" else None,
-                                       None, False)) for m in ("ari", "accuracy")]
+        return [("privacy", f"**Clusters found (ARI) and accuracy against ε** · round {rnd}",
+                 lambda: _annotate(privacy_figure(points, height=int(380 * fit)), note, None, False))]
     if step.chart == UNSEEN:
         from ..charts.condition_figures import unseen_figure
         from .lessons_conditions import label, unseen_of
