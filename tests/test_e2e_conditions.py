@@ -25,9 +25,10 @@ def test_a_conditions_lesson_plays_each_step_on_one_screen(site, lesson_id, pres
         for i, step in enumerate(lesson.steps):
             page.get_by_text(f"Step {i + 1} of {len(lesson.steps)}").first.wait_for(timeout=60000)
             page.get_by_text(f"step {i + 1} paused at round").first.wait_for(timeout=180000)
+            charts = 1 if step.chart == "privacy" else len(lesson.algorithms)
+            page.locator(".js-plotly-plot").nth(charts - 1).wait_for(timeout=60000)
             B.settle(page)
             no_exception(page)
-            charts = 1 if step.chart == "privacy" else len(lesson.algorithms)
             assert page.locator(".js-plotly-plot").count() == charts
             lesson_step_on_one_screen(page, SIZE, i)
             parts_inside(page, SIZE, charts, {"g-xtitle", "legend"} if step.chart == "privacy" else set())

@@ -124,8 +124,7 @@ _SMALL = dict(dataset="digits", clusters=4, clients_per_cluster=3, samples_per_c
 
 CONDITION_LESSONS: tuple = (
     Lesson("privacy", "How much privacy noise can clustering take?",
-           "CLoVE and IFCA with client-level differential privacy: noise on every update and loss vector a client "
-           "sends, at four levels on the same clients and seed.",
+           "CLoVE and IFCA with client-level differential privacy at four noise levels, same clients and seed.",
            PRIVACY_ALGOS, dict(_SMALL, partition="label-skew-1", models=4, init="different", rounds=8), (
                Step("Noise on what clients send", "Each client clips what it sends and adds noise (σ × the clip). "
                     "More noise, smaller **ε**: more private. Dashed: no noise.", early_round, privacy_early,
@@ -135,12 +134,12 @@ CONDITION_LESSONS: tuple = (
                     last_round, privacy_end, PRIVACY),
            ), variants=tuple((f"σ {s:g}", {"dp_noise": s, "dp_loss_noise": s}) for s in NOISE)),
     Lesson("unseen", "A new client arrives",
-           "A quarter of the clients never train; every round each algorithm gives them a model by its own rule "
-           "(CLoVE: nearest centroid of loss vectors; IFCA: lowest loss; FlexCFL: cold start).",
+           "A quarter of the clients never train; each algorithm gives them a model by its own rule.",
            UNSEEN_ALGOS, dict(_SMALL, partition="label-skew-1", clients_per_cluster=4, models=4, init="different",
                               rounds=8, unseen_share=0.25, unseen_every=1), (
-               Step("Who gets which model", "Rows: clients that never trained (strip: true cluster); the "
-                    "coloured cell: the model given, with the accuracy on it.", first_unseen,
+               Step("Who gets which model", "Rows: clients that never trained (strip: true cluster); a cell: "
+                    "the model given (CLoVE: nearest loss-vector centroid; IFCA: lowest loss; FlexCFL: cold start).",
+                    first_unseen,
                     unseen_start, UNSEEN),
                Step("How well they do", "After training: do newcomers do as well as the clients that trained?",
                     last_round,

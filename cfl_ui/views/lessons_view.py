@@ -31,7 +31,7 @@ HEATMAP_PX = 230  # a lesson's heatmap: two stacked in an 800-px window stay on 
 
 def layout(step) -> list:
     """The page's column widths for `step`."""
-    return WIDE_CHARTS if step.chart in (HEATMAP, UNSEEN) else HALVES
+    return WIDE_CHARTS if step.chart == HEATMAP else HALVES
 HEAD = "les.head"  # the round the player shows, per lesson
 
 
