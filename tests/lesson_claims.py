@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from cfl_core.scores import adjusted_rand
-from cfl_ui.views.lessons import CURVES, EMBEDDING, VISIBLE_GAP, visible_groups
+from cfl_ui.views.lessons import CURVES, EMBEDDING, PRIVACY, UNSEEN, VISIBLE_GAP, visible_groups
 from cfl_ui.views.lessons_view import step_figures
 from cfl_ui.charts.palette import model_symbol
 
@@ -114,6 +114,49 @@ def check_curves(fig: dict, note: str, rnd: int, metric: str) -> None:
             assert value in drawn, f"ARI {value} is not drawn at round {rnd}: {sorted(drawn)}"
 
 
+def check_privacy(figs: list[dict], note: str) -> None:
+    """Every epsilon, ARI and percentage the note quotes is a point drawn (on an ARI line, an accuracy line); a
+    sigma quoted is a noise level drawn."""
+    traces = figs[0]["data"]
+    eps = {str(e) for t in traces for e in (t.get("customdata") or ())}
+    sigmas = {str(s).split()[-1] for t in traces for s in (t.get("text") or ())}
+    if any(str(t.get("name", "")).endswith("no noise") for t in traces):
+        sigmas.add("0")  # the noise-free runs: the dashed lines
+
+    def ys(what):
+        return [float(v) for t in traces if what in t["name"] for v in values(t["y"]) if np.isfinite(v)]
+
+    aris, accs = {f"{v:.2f}" for v in ys("ARI")}, {f"{v:.0%}" for v in ys("accuracy")}
+    for e in re.findall(r"ε (\d{1,3}(?:,\d{3})*(?:\.\d)?)", note):
+        assert e in eps, f"ε {e} is not drawn: {sorted(eps)}"
+    for s in re.findall(r"σ ([\d.]+(?:, [\d.]+)*)", note):
+        for one in s.split(", "):
+            assert one in sigmas, f"σ {one} is not drawn: {sorted(sigmas)}"
+    for v in re.findall(r"(?<![\d.])-?\d\.\d\d(?!\d)", note):  # every ARI quoted (ε has one decimal or none)
+        assert v in aris, f"ARI {v} is not drawn: {sorted(aris)}"
+    for pct in re.findall(r"\d+%", note):
+        assert pct in accs, f"{pct} is not drawn: {sorted(accs)}"
+
+
+def check_unseen(figs: list[dict], note: str, rnd: int) -> None:
+    """The note's ARIs and percentages, per algorithm in the order drawn, are each chart's headline numbers, and
+    every cell with an accuracy is a model given to an unseen client."""
+    heads = [fig["layout"]["meta"][0] for fig in figs]
+    tail = note.split(" — ", 1)[1]
+    parts = tail.split(": ", 1)[-1].split("; ")  # one part per algorithm, after the note's lead
+    assert len(parts) == len(figs), f"{len(parts)} algorithms in the note, {len(figs)} charts"
+    for part, head in zip(parts, heads):  # the same numbers in the same order: unseen's, then the training's
+        for pattern in (r"ARI (-?\d\.\d\d)", r"(\d+%)"):
+            quoted = re.findall(pattern, part)
+            assert quoted == re.findall(pattern, head)[:len(quoted)], f"{part!r} against the chart's {head!r}"
+    for fig in figs:
+        cells = fig["data"][1]
+        z = values(cells["z"])
+        filled = [[bool(str(t)) for t in row] for row in cells["text"]]
+        assert (np.isfinite(z) == np.asarray(filled)).all(), "an accuracy on a model no newcomer was given"
+        assert (np.isfinite(z).sum(axis=1) == 1).all(), "a newcomer without exactly one model"
+
+
 def check_lesson(lesson, units) -> list[str]:
     """Every step's note against its figures; the notes, in order."""
     notes, previous, orders = [], None, {}
@@ -129,6 +172,10 @@ def check_lesson(lesson, units) -> list[str]:
             check_embedding(figs[0], note, rnd)
         elif step.chart == CURVES:
             check_curves(figs[0], note, rnd, step.metric)
+        elif step.chart == PRIVACY:
+            check_privacy(figs, note)
+        elif step.chart == UNSEEN:
+            check_unseen(figs, note, rnd)
         else:
             check_heatmaps(figs, note, orders)
         notes.append(note)

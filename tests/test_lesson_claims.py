@@ -71,3 +71,21 @@ def test_heatmap_rows_keep_the_first_steps_order():
     end = assignment_heatmap(units[1].records, order_by=units[1].records[0])
     assert rows(end) == first and list(end.to_dict()["data"][0]["x"]) == ["r0", "now"]
     assert rows(assignment_heatmap(units[1].records)) != first  # the live view groups by today's clusters
+
+
+def test_the_conditions_lessons_notes_are_checked_against_their_charts():
+    """A privacy note quoting an epsilon or an ARI not drawn, or an unseen-clients note with another chart's
+    accuracy, is caught."""
+    for lesson_id, swap in (("privacy", lambda n: n.replace("CLoVE ε 1,510", "CLoVE ε 1,511")),
+                            ("privacy", lambda n: n.replace("-0.13", "-0.31")),
+                            ("unseen", lambda n: n.replace("CLoVE 97%", "CLoVE 12%"))):
+        lesson = L.BY_ID[lesson_id]
+        units = lesson_units(lesson)
+        last = lesson.steps[-1]
+        changed = swap(last.note(units, last.when(units)))
+        assert changed != last.note(units, last.when(units)), "the example note moved: update the test's swap"
+        wrong = L.Lesson(lesson.id, lesson.title, lesson.summary, lesson.algorithms, lesson.config, (
+            lesson.steps[0], L.Step(last.title, last.text, last.when, lambda u, r, c=changed: c, last.chart)),
+            variants=lesson.variants)
+        with pytest.raises(AssertionError, match="not drawn|against the chart"):
+            check_lesson(wrong, units)

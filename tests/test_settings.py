@@ -118,6 +118,16 @@ def _run_parser(config_cls=ExperimentConfig):
     return parser
 
 
+def _allowed(s, value) -> bool:
+    from cfl_core.errors import ConfigError
+
+    try:
+        s.check(value)
+    except ConfigError:
+        return False
+    return True
+
+
 def _example(s):
     """A non-default allowed value of a setting."""
     if s.choices is not None:
@@ -127,8 +137,9 @@ def _example(s):
     if s.kind is int:
         low = s.allowed.low if isinstance(s.allowed, Interval) and s.allowed.low is not None else 0
         return max(low, (s.default or 0) + 1)
-    if s.kind is float:
-        return 0.5 if s.default != 0.5 else 0.25
+    if s.kind is float:  # 0.5 or 0.25, else the middle of a narrower interval (dp_delta: (0, 0.1])
+        inside = [v for v in (0.5, 0.25) if v != s.default and _allowed(s, v)]
+        return inside[0] if inside else (s.allowed.low + s.allowed.high) / 2
     if s.kind is dict:
         return {"a": 1}
     return "x"
@@ -149,7 +160,7 @@ def test_every_setting_has_a_flag_a_url_key_and_a_widget_that_round_trip(name):
         assert problems == [] and config == {name: value}
     assert name in controls.FIELDS
     placed = (controls.DATA_FIELDS + controls.ADVANCED_DATA + controls.TRAIN_FIELDS + controls.ADVANCED_TRAIN
-              + controls.ADVANCED_DYNAMICS)
+              + controls.ADVANCED_DYNAMICS + controls.ADVANCED_CONDITIONS)
     assert name in placed or s.group == "algorithm", f"{name} has no place in the sidebar"
 
 

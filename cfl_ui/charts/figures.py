@@ -140,7 +140,16 @@ def _hover(frame, i, value_label="losses") -> str:
             f"assigned model {model if model >= 0 else '—'}<br>{value_label}: [{shown}]")
 
 
-def _cluster_traces(frame, clusters, dims, value_label="losses"):
+ATTACKER_LINE = "#111111"  # an attacker's point: its cluster's colour inside a thick dark ring
+ATTACKER_NAME = "attacker (malicious)"
+
+
+def attackers_of(records) -> frozenset:
+    """The run's malicious clients (cfl_core/conditions: the same every round), from its records' extras."""
+    return frozenset(int(c) for c in ((records[-1].extras or {}).get("malicious") or ())) if records else frozenset()
+
+
+def _cluster_traces(frame, clusters, dims, value_label="losses", attackers=frozenset()):
     traces = []
     for c in clusters:
         mask = frame.clusters == c
@@ -155,9 +164,11 @@ def _cluster_traces(frame, clusters, dims, value_label="losses"):
             traces.append(dict(type="scatter3d", x=pts[:, 0], y=pts[:, 1], z=pts[:, 2], marker=dict(
                 color=cluster_color(c), symbol=symbols, size=5, line=dict(width=0.5, color="white")), **common))
         else:
+            bad = [int(k) in attackers for k in frame.clients[mask]]
+            ring = (dict(width=[3 if b else 1 for b in bad], color=[ATTACKER_LINE if b else "white" for b in bad])
+                    if any(bad) else dict(width=1, color="white"))
             traces.append(dict(type="scatter", x=pts[:, 0], y=pts[:, 1], marker=dict(
-                color=cluster_color(c), symbol=symbols, size=12, line=dict(width=1, color="white"), opacity=0.92),
-                **common))
+                color=cluster_color(c), symbol=symbols, size=12, line=ring, opacity=0.92), **common))
     return traces
 
 
@@ -198,15 +209,15 @@ def _legend_marker(dims: int, **marker) -> dict:
 
 
 def embedding_figure(emb: Embedding, active_round: int | None = None, height: int = 470,
-                     animate: bool = True) -> go.Figure:
+                     animate: bool = True, attackers=frozenset()) -> go.Figure:
     """Clients as points (colour = true cluster, symbol = assigned model), one animation frame per round (a long
-    run's replay keeps some of them: `replay_indices`)."""
+    run's replay keeps some of them: `replay_indices`); malicious clients (`attackers`) in a thick dark ring."""
     dims = 3 if emb.dims == 3 else 2
     clusters = sorted({int(c) for f in emb.frames for c in f.clusters})
     models = sorted({int(m) for f in emb.frames for m in f.models if m >= 0} | set(range(emb.num_models)))
     idx = emb.frame_index(active_round)
     label = "losses" if emb.what == "loss vectors" else emb.what
-    data = _cluster_traces(emb.frames[idx], clusters, dims, label)
+    data = _cluster_traces(emb.frames[idx], clusters, dims, label, attackers)
     n_cluster_traces = len(clusters)
     for c in clusters:  # the colour legend (static traces: the data traces mix symbols)
         trace = _legend_marker(dims, symbol="circle", color=cluster_color(c), size=10 if dims != 3 else 5)
@@ -221,6 +232,10 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
         if m == models[0]:
             trace["legendgrouptitle"] = {"text": "assigned model"}
         data.append(trace)
+    if dims == 2 and any(int(c) in attackers for f in emb.frames for c in f.clients):
+        data.append(_legend_marker(dims, symbol="circle", color="rgba(255,255,255,0)", size=11,
+                                   line=dict(width=3, color=ATTACKER_LINE)))
+        data[-1].update(name=ATTACKER_NAME, legendgroup="attackers")
     if emb.method == "raw" and dims == 2 and emb.num_models == 2:
         lo, hi = emb.ranges[0]
         data.append(dict(type="scatter", x=[lo, hi], y=[lo, hi], mode="lines", name="equal losses",
@@ -249,7 +264,7 @@ def embedding_figure(emb: Embedding, active_round: int | None = None, height: in
         redraw = True
         kept = replay_indices(emb, idx)
         shown = [emb.frames[i] for i in kept]
-        frames = [dict(data=[_typed_xyz(t) for t in _cluster_traces(f, clusters, dims, label)],
+        frames = [dict(data=[_typed_xyz(t) for t in _cluster_traces(f, clusters, dims, label, attackers)],
                        traces=list(range(n_cluster_traces)), name=str(f.round), layout=dict(annotations=_note(f, dims)))
                   for f in shown]
         step_args = lambda name: [[name], dict(mode="immediate", frame=dict(duration=0, redraw=redraw),
@@ -294,7 +309,7 @@ def _truth(record) -> np.ndarray:
 STRIP_WIDTH, STRIP_GAP = 0.04, 0.006  # the true-cluster strip's share of the width, the gap beside it
 
 
-def assignment_heatmap(records, height: int | None = None, order_by=None) -> go.Figure:
+def assignment_heatmap(records, height: int | None = None, order_by=None, attackers=frozenset()) -> go.Figure:
     """Clients (rows, grouped by true cluster) x rounds, each cell coloured by the model the client used
     (at most MAX_ROUND_COLUMNS rounds: see `decimate`).
 
@@ -344,6 +359,13 @@ def assignment_heatmap(records, height: int | None = None, order_by=None) -> go.
             y = float(rows[0] - 0.5)
             shapes.append(dict(type="line", line=dict(color="white", width=3), x0=0, x1=1, xref="x2 domain",
                                y0=y, y1=y, yref="y2"))
+    bad_rows = [i for i, c in enumerate(clients) if int(c) in attackers]
+    if bad_rows:  # an x on the true-cluster strip of each malicious client's row
+        data.append(dict(type="scatter", x=[(f"r{order_by.round}" if both else "true")] * len(bad_rows),
+                         y=bad_rows, mode="markers", name=ATTACKER_NAME, showlegend=True, xaxis="x", yaxis="y",
+                         marker=dict(symbol="x-thin", size=9, line=dict(width=2.5, color=ATTACKER_LINE)),
+                         customdata=[int(clients[i]) for i in bad_rows],
+                         hovertemplate="client %{customdata}: attacker (malicious)<extra></extra>"))
     if height is None:
         height = int(min(620, max(260, 9 * n + 110)))
     # two columns side by side sharing the y axis (make_subplots' domains); the strip twice as wide for then/now
@@ -355,6 +377,8 @@ def assignment_heatmap(records, height: int | None = None, order_by=None) -> go.
                            showgrid=False),
                 xaxis2=axis("round", anchor="y2", domain=[strip + STRIP_GAP, 1.0], showgrid=False),
                 yaxis2=dict(anchor="x2", domain=[0.0, 1.0], matches="y", showticklabels=False, showgrid=False))
+    if bad_rows:
+        lay.update(showlegend=True, legend=dict(orientation="h", x=0, y=-0.02, yanchor="top", font=dict(size=11)))
     return figure_from(data, lay)
 
 

@@ -72,6 +72,7 @@ ADVANCED_DATA = tuple(s.name for s in settings().values() if s.group == "data" a
 TRAIN_FIELDS = tuple(s.name for s in settings().values() if s.group == "training" and not s.advanced)
 ADVANCED_TRAIN = tuple(s.name for s in settings().values() if s.group == "training" and s.advanced)
 ADVANCED_DYNAMICS = tuple(s.name for s in settings().values() if s.group == "dynamics" and s.advanced)
+ADVANCED_CONDITIONS = tuple(s.name for s in settings().values() if s.group == "conditions" and s.advanced)
 
 
 def key(prefix: str, name: str) -> str:

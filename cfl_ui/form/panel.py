@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 from ..charts.literal import md
-from .controls import (ADVANCED_DATA, ADVANCED_DYNAMICS, ADVANCED_TRAIN, DATA_FIELDS, FIELDS, TRAIN_FIELDS,
+from .controls import (ADVANCED_CONDITIONS, ADVANCED_DATA, ADVANCED_DYNAMICS, ADVANCED_TRAIN, DATA_FIELDS, FIELDS,
+                       TRAIN_FIELDS,
                        algorithm_label, choices, help_text, key, option_key, option_settings, source_status)
 
 # where a ConfigError's parameter is shown when it has no control of its own
@@ -192,9 +193,11 @@ class Panel:
         self.advanced_controls(where)
         self.general_slot(where)
 
-    def advanced_controls(self, where=None, *, training: bool = True, dynamics: bool = True) -> None:
+    def advanced_controls(self, where=None, *, training: bool = True, dynamics: bool = True,
+                          conditions: bool = True) -> None:
         where = where or st.sidebar
-        names = [*ADVANCED_DATA, *(ADVANCED_TRAIN if training else ()), *(ADVANCED_DYNAMICS if dynamics else ())]
+        names = [*ADVANCED_DATA, *(ADVANCED_TRAIN if training else ()), *(ADVANCED_DYNAMICS if dynamics else ()),
+                 *(ADVANCED_CONDITIONS if conditions else ())]
         keys = [self.k(n) for n in names] + ([self.k("models_on")] if training else [])
         section = self.lazy_expander(where, "More settings", "more", keys, names)
         if section is None:
@@ -210,6 +213,11 @@ class Panel:
             if dynamics:
                 st.markdown("**Clients that change**")
                 for name in ADVANCED_DYNAMICS:
+                    self.widget(name, st)
+            if conditions:
+                # drop-outs, stragglers, privacy noise, attackers, unseen clients (cfl_core/conditions)
+                st.markdown("**Conditions: drop-outs, privacy, attackers, unseen clients**")
+                for name in ADVANCED_CONDITIONS:
                     self.widget(name, st)
             if training:
                 self.widget_models_toggle()

@@ -15,69 +15,11 @@ every step's claim against the figure the page draws.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
-# chart kinds a step can show
-CURVES, EMBEDDING, HEATMAP = "curves", "embedding", "heatmap"
-
-
-@dataclass(frozen=True)
-class Step:
-    title: str
-    text: str  # markdown, what to look at
-    when: Callable  # units -> the round that matters (None: the run has not reached it yet)
-    note: Callable  # (units, round) -> the annotation at that round
-    chart: str = CURVES
-    unit: int = 0  # the run an embedding step shows
-    metric: str = "accuracy"  # what a curves step plots
-
-
-@dataclass(frozen=True)
-class Lesson:
-    id: str
-    title: str
-    summary: str
-    algorithms: tuple
-    config: dict
-    steps: tuple
-    needs: tuple = field(default_factory=tuple)  # algorithms that must be installed (else a note)
-
-
-# -- reading records -------------------------------------------------------------------------------
-def at(unit, rnd):
-    """The record of round `rnd` (None when the run has not reached it)."""
-    return next((r for r in unit.records if r.round == rnd), None)
-
-
-def last_round(units):
-    """The last round every run has finished (None while one has none), once every run has ended."""
-    if not units or any(u.live for u in units) or any(not u.records for u in units):
-        return None
-    return min(u.records[-1].round for u in units)
-
-
-def first_round(units):
-    return 0 if units and all(u.records for u in units) else None
-
-
-def _pct(v) -> str:
-    return "—" if v is None else f"{v:.0%}"
-
-
-def _ari(v) -> str:
-    return "—" if v is None else f"{v:.2f}"
-
-
-def loss_matrix(rec):
-    return None if rec is None or rec.loss_matrix is None else np.asarray(rec.loss_matrix, dtype=float)
-
-
-def upto(unit, rnd) -> list:
-    """The run's records up to round `rnd`: what a step shown at that round draws."""
-    return [r for r in unit.records if r.round <= rnd]
+from .lesson_types import (CURVES, EMBEDDING, HEATMAP, PRIVACY, UNSEEN, Lesson, Step, _ari, _pct,  # noqa: F401
+                           at, first_round, last_round, loss_matrix, upto)
 
 
 def lesson_embedding(unit, rnd, cache_key: str | None = None):
@@ -403,6 +345,9 @@ LESSONS: tuple = (
                     "FedGroup never does.", last_round, migration_end, HEATMAP),
            )),
 )
+from .lessons_conditions import CONDITION_LESSONS  # noqa: E402  (privacy noise, unseen clients)
+
+LESSONS = LESSONS + CONDITION_LESSONS
 BY_ID = {lesson.id: lesson for lesson in LESSONS}
 
 
@@ -418,5 +363,23 @@ def configs(lesson: Lesson) -> list:
     from cfl_core.compare import comparison_configs
     from cfl_core.config import ExperimentConfig
 
-    base = ExperimentConfig.from_dict({**lesson.config, "algorithm": lesson.algorithms[0]})
-    return comparison_configs(base, list(lesson.algorithms)) if len(lesson.algorithms) > 1 else [base]
+    out = []
+    for _, overrides in lesson.variants or (("", {}),):
+        base = ExperimentConfig.from_dict({**lesson.config, **overrides, "algorithm": lesson.algorithms[0]})
+        out += comparison_configs(base, list(lesson.algorithms)) if len(lesson.algorithms) > 1 else [base]
+    return out
+
+
+def unit_specs(lesson) -> list[tuple[str, object, str]]:
+    """(folder name, config, label) of each of the lesson's runs: a variant's label after the algorithm's."""
+    from ..form.controls import algorithm_label
+
+    names = [v for v, _ in lesson.variants] or [""]
+    per = len(lesson.algorithms)
+    out = []
+    for i, cfg in enumerate(configs(lesson)):
+        variant = names[i // per]
+        slug = "".join(ch if ch.isalnum() else "-" for ch in variant.replace("σ", "s")).strip("-")
+        out.append((cfg.algorithm + (f"-{slug}" if slug else ""), cfg,
+                    algorithm_label(cfg.algorithm) + (f" · {variant}" if variant else "")))
+    return out

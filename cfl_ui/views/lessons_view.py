@@ -15,7 +15,8 @@ from ..charts import figures as F
 from ..form import session as S
 from ..charts.draw import chart, legend_rows, run_identity
 from ..charts.theme import figure_scale
-from .lessons import BY_ID, CURVES, EMBEDDING, HEATMAP, LESSONS, configs, lesson_embedding, missing, upto
+from .lessons import (BY_ID, CURVES, EMBEDDING, HEATMAP, LESSONS, PRIVACY, UNSEEN, lesson_embedding, missing,
+                      unit_specs, upto)
 from .run_charts import series_of
 from ..jobs.snapshots import LOCKSTEP
 from ..form.url_sync import app_url
@@ -42,12 +43,12 @@ def _prepared() -> dict:
 
 def lesson_run(lesson) -> str:
     """The job id of the lesson's run: the prepared one while it exists, else a new one (submitted now)."""
-    from ..form.job_specs import compare_units
+    from ..jobs.snapshots import UnitSpec
 
     jobs = _prepared()
     ref = jobs.get(lesson.id)
     if ref is None or S.snapshot(ref) is None:
-        units, _ = compare_units(configs(lesson))
+        units = [UnitSpec(name, cfg, label) for name, cfg, label in unit_specs(lesson)]
         job = S.manager().submit(units, kind="lesson", title=f"Lesson: {lesson.title}", owner=S.owner(),
                                  schedule=LOCKSTEP, start="run")
         jobs[lesson.id] = ref = job.id
@@ -103,6 +104,30 @@ def step_figures(lesson, step, units, rnd: int, note: str | None, fit: float = 1
         target = 0.9 if step.metric == "ari" else None
         return [("curves", title, lambda: _annotate(F.metric_figure(
             series, [step.metric], height=int(380 * fit), target=target), note, rnd, True))]
+    if step.chart == PRIVACY:
+        from ..charts.condition_figures import privacy_figure
+        from .lessons_conditions import privacy_points
+
+        points = privacy_points(units, rnd)
+        if sum(len(rows) for rows in points.values()) < len(units):  # a run has not recorded this round yet
+            return f"The runs are finishing round {rnd}…"
+        return [("privacy", f"**Clusters found (ARI) and accuracy against ε** · round {rnd}",
+                 lambda: _annotate(privacy_figure(points, height=int(380 * fit)), note, None, False))]
+    if step.chart == UNSEEN:
+        from ..charts.condition_figures import unseen_figure
+        from .lessons_conditions import label, unseen_of
+
+        if any(unseen_of(u, rnd) is None for u in units):  # a run of the batch has not recorded this round yet
+            return f"The unseen clients of round {rnd} are being assigned…"
+
+        def unseen(u, i):
+            rec = next(r for r in u.records if r.round == rnd)
+            return _annotate(unseen_figure(unseen_of(u, rnd) or {}, max(rec.assignments, default=0) + 1, rec.accuracy,
+                                           rec.ari, height=int(HEATMAP_PX * fit)),
+                             note if i == 0 else None, None, False)
+
+        return [(f"unseen{i}", f"**Unseen clients** · {label(u.algorithm)} · round {rnd}",
+                 lambda u=u, i=i: unseen(u, i)) for i, u in enumerate(units)]
     # heatmaps keep the rows in the order of the lesson's first round (the order its first step showed)
     def heatmap(u, i):
         order = u.records[0] if u.records else None

@@ -11,6 +11,7 @@ import json
 
 import streamlit as st
 
+from ..charts import conditions_text as CT
 from ..charts import figures as F
 from .algorithm_views import embedding_views, extra_views
 from ..charts.literal import code, md
@@ -130,9 +131,17 @@ def headline(unit, where=None, *, columns: int = 6) -> None:
         ("Device", device, None, "normal", unit.meta.get("device_name") or None),
         ("Train time", f"{secs:.1f} s", None, "normal", "Time spent in the rounds (training and evaluation)."),
     ]
+    # the conditions it ran under (cfl_core/conditions): the privacy spent, the unseen clients' scores
+    privacy = CT.privacy_headline(recs)
+    if privacy is not None:
+        items.append((privacy[0], privacy[1], None, "off", privacy[2]))
+    items += [(label, value, None, "normal", help_) for label, value, help_ in CT.unseen_headline(recs)]
     cols = where.columns(columns)
     for i, (label, value, delta, color, help_) in enumerate(items):
         cols[i % columns].metric(label, value, delta, delta_color=color, help=help_)
+    unprotected = CT.unprotected_note(recs) if privacy is not None else None
+    if unprotected:
+        where.caption(md(unprotected) + " (sent without noise: the ε above does not cover it).")
 
 
 def embedding_mark(key: str) -> str:
@@ -164,7 +173,9 @@ def embedding_block(unit, key: str, method: str, active_round=None, height: int 
         if emb.method == "raw" and emb.num_models == 1:
             cap = "embed_pca"
         with st.container(key=embedding_mark(key)):  # marked: a narrow window gives its column the whole width
-            chart(lambda: F.embedding_figure(emb, active_round, height=height, animate=not live), f"{key}.emb",
+            attackers = F.attackers_of(recs)
+            chart(lambda: F.embedding_figure(emb, active_round, height=height, animate=not live,
+                                             attackers=attackers), f"{key}.emb",
                   cache=("emb", *unit_key(unit), method, active_round, height, not live),
                   caption=CAPTIONS[cap] + " Click a client to see why it moved."
                   + (F.replay_note(emb) if not live else ""), select=emb.dims == 2)
@@ -196,9 +207,13 @@ def view_block(view, key: str) -> None:
 
 
 def assignment_block(unit, key: str, with_area: bool = True) -> None:
-    chart(lambda: F.assignment_heatmap(unit.records), f"{key}.heat", cache=("heat", *unit_key(unit)),
-          title=f"**Who trains which model** · {md(unit.label)}",
-          caption=CAPTIONS["heatmap"] + F.decimated_note(len(unit.records)))
+    attackers = F.attackers_of(unit.records)
+    absent = CT.absent_caption(unit.records[-1]) if unit.records else None
+    chart(lambda: F.assignment_heatmap(unit.records, attackers=attackers), f"{key}.heat",
+          cache=("heat", *unit_key(unit)), title=f"**Who trains which model** · {md(unit.label)}",
+          caption=CAPTIONS["heatmap"] + F.decimated_note(len(unit.records))
+          + (" An x on the strip: an attacker (malicious client)." if attackers else "")
+          + (f" {absent}" if absent else ""))
     if with_area:
         area_block(unit, key)
 
