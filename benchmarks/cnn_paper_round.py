@@ -94,6 +94,23 @@ def _labelled(engine: Engine) -> None:
         setattr(engine, method, wrapped)
 
 
+def _timed_phases(store: dict):
+    """An engine wrapper that adds each phase's wall time to store[phase]."""
+    def wrap(engine: Engine) -> None:
+        for method, label in (("loss_matrix", "loss matrix"), ("train_and_aggregate", "train+aggregate"),
+                              ("evaluate", "evaluation")):
+            inner = getattr(engine, method)
+
+            def wrapped(*args, _inner=inner, _label=label, **kwargs):
+                t = time.perf_counter()
+                out = _inner(*args, **kwargs)
+                store[_label] = store.get(_label, 0.0) + time.perf_counter() - t
+                return out
+
+            setattr(engine, method, wrapped)
+    return wrap
+
+
 def kind_of(name: str, backward: bool) -> str:
     n = name.lower()
     if "convolution_backward" in n:
@@ -237,7 +254,8 @@ def variants(args) -> None:
     work = PaperRound(args.samples)
     mm = _mm()
     results, base_out = {}, None
-    rounds, ratios = defaultdict(list), defaultdict(list)
+    rounds, ratios, phases = defaultdict(list), defaultdict(list), defaultdict(list)
+    lm_flops = forward_flops(work.spec) * work.k * float(work.fed.n_train.sum())
     print(f"{torch.get_num_threads()} threads, load {load_average()}; {work.flops / 1e9:.1f} GFLOP a round")
     for name in names:
         with table[name]():
@@ -256,12 +274,15 @@ def variants(args) -> None:
         for name in order:
             m = mm()
             mm_times.append(m)
+            spent = {}
             with table[name]():
                 t = time.perf_counter()
-                work.run()
+                work.run(_timed_phases(spent))
                 dt = time.perf_counter() - t
             rounds[name].append(dt)
             ratios[name].append(dt / m)
+            for phase, v in spent.items():
+                phases[name, phase].append(v)
     med_mm = statistics.median(mm_times)
     print(f"matmul {MM_N}^3: median {med_mm:.3f} s ({2 * MM_N**3 / med_mm / 1e9:.0f} GFLOP/s); load {load_average()}")
     base = statistics.median(rounds[names[0]])
@@ -270,6 +291,9 @@ def variants(args) -> None:
         rel = statistics.median(x / y for x, y in zip(rounds[name], rounds[names[0]]))
         print(f"  {name:22s} round median {med:.3f} s (best {min(rounds[name]):.3f})  round/matmul {statistics.median(ratios[name]):.2f}  "
               f"vs {names[0]} {rel:.2f} (paired)  {work.flops / med / 1e9:.1f} GFLOP/s")
+        split = {phase: statistics.median(phases[name, phase]) for phase in PHASES}
+        print("      " + ", ".join(f"{phase} {v:.3f} s" for phase, v in split.items())
+              + f"; loss matrix {lm_flops / split['loss matrix'] / 1e9:.1f} GFLOP/s")
     del base
 
 
