@@ -1,6 +1,6 @@
 """The paper-size CLoVE round of the CNN (issue 38, section 1): where its time goes, and variants side by side.
 
-    python benchmarks/cnn_paper_round.py profile [--threads 2] [--samples 1000]
+    python benchmarks/cnn_paper_round.py profile [--threads 2] [--samples 1000] [--variant before]
     python benchmarks/cnn_paper_round.py variants [--threads 2] [--repeats 7] [--variants base,slice1024,...]
     python benchmarks/cnn_paper_round.py conv [--threads 2]   # the plain single-model nn.Conv2d yardstick
 
@@ -44,6 +44,7 @@ from cfl_core.engine.core import Engine  # noqa: E402
 from cfl_core.engine.models import build_model  # noqa: E402
 
 MM_N = 3272  # 2 * 3272^3 = 70.06 GFLOP, the issue's yardstick
+CLOCK = time.perf_counter  # --clock cpu: the process's CPU time (1 thread on a busy machine)
 PHASES = ("loss matrix", "train+aggregate", "evaluation")
 
 
@@ -102,9 +103,9 @@ def _timed_phases(store: dict):
             inner = getattr(engine, method)
 
             def wrapped(*args, _inner=inner, _label=label, **kwargs):
-                t = time.perf_counter()
+                t = CLOCK()
                 out = _inner(*args, **kwargs)
-                store[_label] = store.get(_label, 0.0) + time.perf_counter() - t
+                store[_label] = store.get(_label, 0.0) + CLOCK() - t
                 return out
 
             setattr(engine, method, wrapped)
@@ -137,11 +138,12 @@ def kind_of(name: str, backward: bool) -> str:
 
 def profile(args) -> None:
     work = PaperRound(args.samples)
-    work.run()  # warm-up
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        t = time.perf_counter()
-        work.run(_labelled)
-        wall = time.perf_counter() - t
+    with VARIANTS[args.variant or "stacked"]():
+        work.run()  # warm-up
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            t = CLOCK()
+            work.run(_labelled)
+            wall = CLOCK() - t
     events = list(prof.events())
     spans = [(e.time_range.start, e.time_range.end, e.name[len("phase:"):]) for e in events
              if e.name.startswith("phase:")]
@@ -159,7 +161,7 @@ def profile(args) -> None:
         backward = backward or "Backward" in e.name
         table[(phase, kind_of(e.name, backward))] += e.self_cpu_time_total / 1e6
     total = sum(table.values())
-    print(f"one round under the profiler: {wall:.3f} s wall (its overhead included), operators' own CPU time "
+    print(f"{args.variant or 'stacked'}: one round under the profiler: {wall:.3f} s wall (its overhead included), operators' own CPU time "
           f"{total:.3f} s, {torch.get_num_threads()} threads; load {load_average()}")
     for phase in (*PHASES, "rest (clustering, setup)"):
         rows = sorted(((v, k) for (p, k), v in table.items() if p == phase), reverse=True)
@@ -178,9 +180,9 @@ def _mm():
     out = torch.empty(MM_N, MM_N)
 
     def run():
-        t = time.perf_counter()
+        t = CLOCK()
         torch.mm(a, b, out=out)
-        return time.perf_counter() - t
+        return CLOCK() - t
 
     run()
     return run
@@ -241,6 +243,8 @@ VARIANTS = {
     "stacked": contextlib.nullcontext,
     "before-slice1024": _slice(1024),
     "before-slice4096": _slice(4096),
+    "stacked-256": lambda: patched(cnn, "STACKED_SAMPLES", 256),
+    "stacked-1024": lambda: patched(cnn, "STACKED_SAMPLES", 1024),
     "stacked-bf16": _bf16_loss_matrix,
     "stacked+compiled-lm": _compiled("lm", "_stacked_features"),
     "compiled-train": _compiled("train", "_features_grouped"),
@@ -256,12 +260,12 @@ def variants(args) -> None:
     results, base_out = {}, None
     rounds, ratios, phases = defaultdict(list), defaultdict(list), defaultdict(list)
     lm_flops = forward_flops(work.spec) * work.k * float(work.fed.n_train.sum())
-    print(f"{torch.get_num_threads()} threads, load {load_average()}; {work.flops / 1e9:.1f} GFLOP a round")
+    print(f"{args.clock} clock, {torch.get_num_threads()} threads, load {load_average()}; {work.flops / 1e9:.1f} GFLOP a round")
     for name in names:
         with table[name]():
-            t = time.perf_counter()
+            t = CLOCK()
             results[name] = work.run()
-            print(f"  {name}: first round {time.perf_counter() - t:.2f} s (warm-up, compile if any)")
+            print(f"  {name}: first round {CLOCK() - t:.2f} s (warm-up, compile if any)")
     base_out = results[names[0]]
     for name in names[1:]:
         a, m, ev = results[name]
@@ -276,9 +280,9 @@ def variants(args) -> None:
             mm_times.append(m)
             spent = {}
             with table[name]():
-                t = time.perf_counter()
+                t = CLOCK()
                 work.run(_timed_phases(spent))
-                dt = time.perf_counter() - t
+                dt = CLOCK() - t
             rounds[name].append(dt)
             ratios[name].append(dt / m)
             for phase, v in spent.items():
@@ -311,9 +315,9 @@ def conv(args) -> None:
         run()
         times = []
         for _ in range(3):
-            t = time.perf_counter()
+            t = CLOCK()
             run()
-            times.append(time.perf_counter() - t)
+            times.append(CLOCK() - t)
         t = statistics.median(times)
         flops = forward_flops(spec) * len(x) * 4
         print(f"  nn.Conv2d LeNet forward, batch {batch}: {t:.3f} s for 4 x {len(x)} samples, "
@@ -326,9 +330,15 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--variants", default="")
+    ap.add_argument("--variants", default="", help=f"variants: comma-separated, of {', '.join(VARIANTS)}")
+    ap.add_argument("--variant", default="", help="profile: the variant profiled (default stacked, today's code)")
     ap.add_argument("--top", type=int, default=0, help="profile: also print torch.profiler's top N operators")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall time, or the process's CPU time (with --threads 1 on a busy machine: what the work "
+                         "costs without the time other processes held the core)")
     args = ap.parse_args(argv)
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     torch.set_num_threads(args.threads)
     print(f"load {load_average()}")
     {"profile": profile, "variants": variants, "conv": conv}[args.mode](args)
