@@ -3,7 +3,8 @@
 #   1. the CUDA-marked tests (engine = sequential reference on cuda; CLoVE on cuda clusters as on CPU;
 #      a dashboard job runs on cuda and says so), with CFL_REQUIRE_CUDA=1 so that none can pass by skipping;
 #   2. `python -m cfl_core bench --device cuda --quick`;
-#   3. the M = 1,000 / 10,000 / 100,000 rows into benchmarks/RESULTS-gpu.md (+ results-gpu.json).
+#   3. the M = 1,000 / 10,000 / 100,000 rows and the CLoVE paper-size CNN round (issue 38: 20 clients x 1,000
+#      28x28 samples, K = 4, Adam, one epoch of batch 100) into benchmarks/RESULTS-gpu.md (+ results-gpu.json).
 # Without a visible GPU it stops at once with exit code 3 and says so: it never passes on a CPU.
 #
 #   bash benchmarks/gpu_check.sh            # PYTHON=... to choose the interpreter (default .venv/bin/python)
@@ -52,7 +53,7 @@ step() {  # step NAME SECONDS CMD...: run with a time limit, log to $OUT/gpu_che
 step tests 180 env CFL_REQUIRE_CUDA=1 "$PY" -m pytest -q -m cuda tests/test_cuda.py
 step quick 150 "$PY" -m cfl_core bench --device cuda --quick
 step rows 240 "$PY" -m cfl_core bench --device cuda --sizes 1000,10000,100000 --families mlp,cnn \
-  --sequential-limit mlp=1000,cnn=1000 --big-round-clients 10000 --strategy-clients 0 \
+  --sequential-limit mlp=1000,cnn=1000 --big-round-clients 10000 --strategy-clients 0 --paper-round-samples 1000 \
   --out "$OUT/RESULTS-gpu.md" --json "$OUT/results-gpu.json"
 
 if [ "$status" -ne 0 ]; then say "FAILED: see $OUT/gpu_check-*.log"; else say "passed: table in $OUT/RESULTS-gpu.md"; fi

@@ -23,6 +23,12 @@ from .spec import ModelSpec, NamedSequential
 
 STRATEGIES = ("unfold", "grouped", "loop")
 SLICE = 256  # samples per convolution call when one model sees a large batch
+# The loss matrix's models over shared samples: at most MODELS_STACKED models' convolutions stacked into one, in
+# slices of STACKED_SAMPLES // K samples (at least 32). Measured on the quiet 2-core EPYC, 4,000 28x28 samples
+# (benchmarks/RESULTS.md, "The paper-size CNN round, measured"): per model, K = 1 at 256 samples ~73 ms, K = 4
+# stacked at 64-128 ~35-38 ms, K = 8 at 64 ~22 ms; slices past ~1,000 samples x K fell out of cache (2-10x slower).
+MODELS_STACKED = 8
+STACKED_SAMPLES = 512
 
 
 # The fixed table `auto` uses, per device type, filled from the benchmark's strategy rows
@@ -68,6 +74,32 @@ class CNN(ModelSpec):
         h1, w1 = h0 // 2 + 2 * p - k + 1, w0 // 2 + 2 * p - k + 1
         # im2col columns and conv outputs of both layers, kept for the backward pass
         return 3 * (ch * k * k * h0 * w0 + 6 * h0 * w0 + 6 * k * k * h1 * w1 + 16 * h1 * w1)
+
+    models_shared = MODELS_STACKED
+
+    def forward_shared(self, flat, x):
+        """Every model over the same samples x [1, B, ch, H, W] (the loss matrix): the models' first convolutions
+        stacked into one of K*6 output channels on the shared input, the second grouped by model. One model's
+        1->6-channel convolution and its 6-channel pooling use the CPU poorly (measured: each ~30% of the
+        paper-size round); K models' 24 channels run ~2.5x faster per model. The same values as K single-model
+        passes (the same per-channel sums)."""
+        copies = flat.shape[0]
+        if copies == 1:
+            return self.forward(flat, x)
+        p = self.views(flat)
+        step = max(32, STACKED_SAMPLES // copies)
+        parts = [self._stacked_features(p, x[0, lo : lo + step]) for lo in range(0, x.shape[1], step)]
+        features = (parts[0] if len(parts) == 1 else torch.cat(parts)).transpose(0, 1)
+        return self.head(p, features)
+
+    def _stacked_features(self, p, x):
+        """K models' features [B, K, F] of the same samples x [B, ch, H, W]."""
+        copies = p["conv1.weight"].shape[0]
+        weight = p["conv1.weight"]
+        h = self._block(self._layout(x), weight.reshape(-1, *weight.shape[2:]), p["conv1.bias"].reshape(-1))
+        weight = p["conv2.weight"]
+        h = self._block(h, weight.reshape(-1, *weight.shape[2:]), p["conv2.bias"].reshape(-1), copies)
+        return h.reshape(h.shape[0], copies, -1)
 
     def resolved_strategy(self, device: torch.device) -> str:
         return preferred_strategy(device) if self.strategy == "auto" else self.strategy

@@ -388,8 +388,7 @@ class Engine:
             ids = clients[lo : lo + chunk]
             x = self.fed.x_train[ids].reshape(1, len(ids) * n_max, *self.fed.input_shape)
             y = self.fed.y_train[ids].reshape(1, -1)
-            for k in range(models.shape[0]):
-                per = per_sample_loss(self.spec.loss_kind, self.spec.forward(models[k : k + 1], x), x, y)
+            for k, per in self._shared_losses(models, x, y):
                 out[lo : lo + len(ids), :, k] = per.view(len(ids), n_max)
         return finite(out.masked_fill(~self.fed.train_mask()[clients][..., None], 0.0), "the clients' sample losses")
 
@@ -410,10 +409,19 @@ class Engine:
             x = self.fed.x_train[ids].reshape(1, len(ids) * n_max, *self.fed.input_shape)
             y = self.fed.y_train[ids].reshape(1, -1)
             mask = mask_all[ids]
-            for k in range(models.shape[0]):
-                per = per_sample_loss(self.spec.loss_kind, self.spec.forward(models[k : k + 1], x), x, y)
+            for k, per in self._shared_losses(models, x, y):
                 out[lo : lo + len(ids), k] = masked_mean(per.view(len(ids), n_max), mask).cpu()
         return out
+
+    def _shared_losses(self, models: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
+        """(k, per-sample losses [B] of model k) for every model over the same samples x [1, B, ...], the models
+        passed `spec.models_shared` at a time (the CNN stacks their convolutions: ~2.5x faster at K = 4)."""
+        step = max(1, self.spec.models_shared)
+        for lo in range(0, models.shape[0], step):
+            out = self.spec.forward_shared(models[lo : lo + step], x)
+            per = per_sample_loss(self.spec.loss_kind, out, x, y.expand(out.shape[0], -1))
+            for j in range(out.shape[0]):
+                yield lo + j, per[j]
 
     def personalised_evaluation(self, models: torch.Tensor, model_of: torch.Tensor, clients: torch.Tensor,
                                 train: TrainConfig, steps: int, stream: int) -> Evaluation:

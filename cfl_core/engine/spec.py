@@ -50,6 +50,7 @@ class ModelSpec:
     loss_kind = CROSS_ENTROPY
     dense_layers: tuple[str, ...] = ()  # a dense ReLU stack, in order: gradients by hand (dense_grads.py)
     head_layer: str | None = None  # the last layer, fed by `features` (None: no feature output)
+    models_shared = 1  # models per forward_shared call in the loss matrix (1: one model at a time)
 
     def __init__(self, input_shape: tuple[int, ...], outputs: int):
         self.input_shape = tuple(input_shape)
@@ -91,6 +92,13 @@ class ModelSpec:
     def apply(self, p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """The maths, on named per-copy parameters `[C, *shape]` and samples `[C, B, ...]`."""
         raise NotImplementedError
+
+    def forward_shared(self, flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Every model of `flat` [K, D] over the same samples `x` [1, B, ...]: outputs [K, B, out] (the loss
+        matrix: each model sees a whole chunk of clients). One model at a time here; a family that shares work
+        across the models (the CNN stacks their convolutions) overrides it and sets `models_shared`, the most
+        models the loss matrix passes it at once."""
+        return torch.cat([self.forward(flat[k : k + 1], x) for k in range(flat.shape[0])])
 
     # -- the penultimate layer (prototypes, feature alignment) -------------------------------------
     def features(self, p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
