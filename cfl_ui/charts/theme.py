@@ -54,6 +54,9 @@ CSS = """
    second fell below a 768-px screen */
 [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [class*="st-key-cfl-lesson-heat"])
   > [data-testid="stColumn"] {min-width: min(200px, 100%);}
+/* the new-client lesson's three small heatmaps (one per algorithm) stay side by side in their half of the page */
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [class*="st-key-cfl-lesson-unseen"])
+  > [data-testid="stColumn"] {min-width: min(120px, 100%);}
 div[data-testid="stExpander"] details summary p {font-weight: 600;}
 </style>
 """
