@@ -10,11 +10,11 @@ classmethod `validate(config)` raising ConfigError.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from .engine.seeding import numpy_rng
 from .errors import ConfigError
+from .selection import spread_over_clusters
 from .shifts import SHIFTS  # the experiment and the dashboard import the registry from here too
 
 
@@ -49,15 +49,6 @@ def join_rounds(cfg, clusters: torch.Tensor, exclude=()) -> torch.Tensor:
     count = newcomer_count(cfg)
     if count == 0:
         return joins
-    rng = numpy_rng(cfg.seed, "newcomers")
-    # Spread newcomers over clusters round-robin so every cluster gets some when possible.
-    skip = set(exclude)
-    by_cluster = [[c for c in rng.permutation(np.flatnonzero(clusters.numpy() == k)).tolist() if c not in skip]
-                  for k in sorted(set(clusters.tolist()))]
-    chosen: list[int] = []
-    while len(chosen) < count:
-        for members in by_cluster:
-            if members and len(chosen) < count:
-                chosen.append(members.pop())
+    chosen = spread_over_clusters(numpy_rng(cfg.seed, "newcomers"), clusters, count, skip=exclude)
     joins[torch.tensor(chosen)] = cfg.newcomer_round
     return joins

@@ -18,6 +18,7 @@ import torch
 
 from ..engine.seeding import numpy_rng
 from ..scores import adjusted_rand
+from ..selection import spread_over_clusters
 
 
 def unseen_count(cfg) -> int:
@@ -28,13 +29,7 @@ def choose_unseen(cfg, clusters: torch.Tensor) -> list[int]:
     count = unseen_count(cfg)
     if count == 0:
         return []
-    rng = numpy_rng(cfg.seed, "conditions", "unseen")
-    by_cluster = [rng.permutation(np.flatnonzero(clusters.numpy() == k)).tolist() for k in sorted(set(clusters.tolist()))]
-    chosen: list[int] = []
-    while len(chosen) < count:
-        for members in by_cluster:
-            if members and len(chosen) < count:
-                chosen.append(members.pop())
+    chosen = spread_over_clusters(numpy_rng(cfg.seed, "conditions", "unseen"), clusters, count)
     return sorted(chosen)
 
 
