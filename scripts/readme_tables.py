@@ -14,6 +14,10 @@ sweep's results.csv: a row per algorithm, a column per partition, mean ± std ov
 says FIELD=value). MEASURE may also be a headline of the runs' summary.json that results.csv does not hold
 (SUMMARY_MEASURES: dp_epsilon, the privacy spent): read from each finished run's folder, the cell its mean over
 the seeds, "-" where no run has it (no noise: no privacy guarantee).
+`with=NAME2,NAME3` adds the rows of other sweeps to the pivot (one table over several specs, e.g. a column
+per structure). A sweep with no results.csv yet (never run, or running and never stopped) is read from its spec,
+sweeps/NAME.yaml, and its folder as it is: its finished runs, the others not finished; a cell over fewer runs
+than the spec asks says so ("[1 of 3 runs]").
 `reference=FILE` (a CSV under the repository: partition, algorithm, the measure, where) adds a
 "paper" column after each partition with the reference's figure, "—" where it has none; a partition for which
 the reference has no figure at all gets no such column (a column of dashes says nothing the text cannot). Every
@@ -40,8 +44,10 @@ from cfl_core.sweep.status import read_results_file  # noqa: E402
 from cfl_core.sweep.tables import MISSING_FIGURE, PIVOT_MEASURES, pivot_table  # noqa: E402
 
 RESULTS_PAGE = ROOT / "docs" / "results.md"
-MARKER = re.compile(r"^<!-- sweep: ([A-Za-z0-9_.\-]+)((?: [a-z]+=[A-Za-z0-9_./\-]+)*) -->$")
-PARAMETERS = ("pivot", "reference", "columns")
+MARKER = re.compile(r"^<!-- sweep: ([A-Za-z0-9_.\-]+)((?: [a-z]+=[A-Za-z0-9_.,/\-]+)*) -->$")
+PARAMETERS = ("pivot", "reference", "columns", "with")
+SPECS = ROOT / "sweeps"
+SWEEP_NAME = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$")
 
 
 def table_lines(lines: list[str], start: int) -> tuple[int, int]:
@@ -137,7 +143,7 @@ def summary_measure(runs: Path, name: str, rows: list[dict], measure: str) -> No
         row[measure] = None
         if row.get("status") != "finished":
             continue
-        path = runs / name / row["folder"] / "summary.json"
+        path = runs / row.get("_sweep", name) / row["folder"] / "summary.json"
         text, problem = read_text(path)
         try:
             summary = json.loads(text) if text is not None else None
@@ -174,7 +180,8 @@ def summary_pivot(rows: list[dict], measure: str, column_field: str) -> tuple[st
             if len(done) < len(cell):
                 notes.append(f"{c}, {a}: {len(cell) - len(done)} of {len(cell)} runs not finished")
             present = [r[measure] for r in done if r.get(measure) is not None]
-            out.append(figure_text(statistics.mean(present)) if present else "-")
+            text = figure_text(statistics.mean(present)) if present else "-"
+            out.append(text + (f" [{len(done)} of {len(cell)} runs]" if present and len(done) < len(cell) else ""))
         lines.append("| " + " | ".join(out) + " |")
     return "\n".join(lines) + "\n", notes
 
@@ -188,17 +195,50 @@ def name_columns(lines: list[str], field: str) -> list[str]:
     return ["| " + " | ".join(named) + " |", *lines[1:]]
 
 
-def pivot_lines(runs: Path, name: str, parameters: dict[str, str]) -> tuple[list[str], list[str]]:
-    """(the pivot table's lines, notes on cells not complete) of runs/NAME/results.csv."""
-    measure = parameters["pivot"]
-    column = parameters.get("columns", "partition")
-    if measure not in (*PIVOT_MEASURES, *SUMMARY_MEASURES):
-        raise SystemExit(f"sweep {name}: pivot={measure}: one of {', '.join((*PIVOT_MEASURES, *SUMMARY_MEASURES))}")
+def sweep_rows(runs: Path, name: str, column: str) -> list[dict]:
+    """results.csv's rows of runs/NAME; without a results.csv (a sweep not run yet, or still running when it
+    has never stopped), the rows of its spec sweeps/NAME.yaml as the folder holds them now (read only). A
+    `column` field the sweep does not sweep is taken from its spec's base (one spec per structure)."""
+    from cfl_core.errors import ConfigError
+    from cfl_core.sweep.spec import SweepSpec
+
     rows, problems = read_results_file(runs / name)  # a regular file only, bounded; a damaged one in one line
+    spec_path = SPECS / f"{name}.yaml"
+    spec = None
+    if spec_path.is_file() and (rows is None and not problems or rows and column not in rows[0]):
+        try:
+            spec = SweepSpec.from_file(spec_path)
+            if rows is None:
+                from cfl_core.sweep.runner import rows_now
+
+                rows = rows_now(spec, runs / name)
+        except ConfigError as exc:
+            raise SystemExit(f"sweep {name}: {exc}") from None
     if rows is None or problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise SystemExit(f"sweep {name}: {problems[0] if problems else 'results.csv is missing'}{more} "
                          f"(in {runs / name})")
+    fixed = spec.base.get(column) if spec is not None else None
+    for row in rows:
+        row["_sweep"] = name
+        if column not in row and fixed is not None:
+            row[column] = str(fixed)
+    return rows
+
+
+def pivot_lines(runs: Path, name: str, parameters: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(the pivot table's lines, notes on cells not complete) of runs/NAME/results.csv, and of the sweeps
+    `with=` names after it (comma-separated: one table over several sweeps, e.g. a column per spec)."""
+    measure = parameters["pivot"]
+    column = parameters.get("columns", "partition")
+    if measure not in (*PIVOT_MEASURES, *SUMMARY_MEASURES):
+        raise SystemExit(f"sweep {name}: pivot={measure}: one of {', '.join((*PIVOT_MEASURES, *SUMMARY_MEASURES))}")
+    names = [name, *parameters.get("with", "").split(",")] if "with" in parameters else [name]
+    bad = [n for n in names if not SWEEP_NAME.match(n)]
+    if bad:  # a name is a folder under --runs and a spec under sweeps/: never a path that leaves them
+        raise SystemExit(f"sweep {name}: with={parameters['with']}: {bad[0]!r} is not a sweep's name "
+                         "(letters, digits, '_', '-', '.', not starting with '.'; names separated by commas)")
+    rows = [row for n in dict.fromkeys(names) for row in sweep_rows(runs, n, column)]
     if rows and column not in rows[0]:
         raise SystemExit(f"sweep {name}: columns={column}: not a swept field of its results.csv")
     if measure in SUMMARY_MEASURES:

@@ -37,7 +37,7 @@ def test_the_pivot_has_a_row_per_algorithm_and_names_cells_not_finished():
     table, notes = pivot_table(ROWS, "final_accuracy")
     lines = table.splitlines()
     assert lines[0] == "| algorithm | iid | concept-shift |"
-    assert lines[2] == "| clove | 85.0 ± 7.1 | 60.0 |"  # the failed seed is left out ...
+    assert lines[2] == "| clove | 85.0 ± 7.1 | 60.0 [1 of 2 runs] |"  # the failed seed is left out ...
     assert lines[3] == "| fedpac | 72.5 ± 3.5 | 50.0 |"
     assert notes == ["concept-shift, clove: 1 of 2 runs not finished"]  # ... and said so
     ari, _ = pivot_table(ROWS, "final_ari")
@@ -48,7 +48,7 @@ def test_reference_figures_sit_beside_ours_and_a_missing_one_is_a_dash():
     table, _ = pivot_table(ROWS, "final_accuracy", reference={("iid", "clove"): 0.913})
     lines = table.splitlines()
     assert lines[0] == "| algorithm | iid | paper | concept-shift | paper |"
-    assert lines[2] == "| clove | 85.0 ± 7.1 | 91.3 | 60.0 | — |"
+    assert lines[2] == "| clove | 85.0 ± 7.1 | 91.3 | 60.0 [1 of 2 runs] | — |"
 
 
 def test_readme_tables_splices_a_pivot_under_its_marker_and_checks_it(tmp_path):
@@ -68,7 +68,7 @@ def test_readme_tables_splices_a_pivot_under_its_marker_and_checks_it(tmp_path):
     args = ["--readme", str(readme), "--runs", str(runs)]
     assert script.main(args) == 1  # written, and the cell with a failed run is reported
     text = readme.read_text()
-    assert "| clove | 0.75 ± 0.35 (1/2) | 1.00 (1/1) |\n| fedpac | n/a | n/a |\n\n<!--" in text
+    assert "| clove | 0.75 ± 0.35 (1/2) | 1.00 (1/1) [1 of 2 runs] |\n| fedpac | n/a | n/a |\n\n<!--" in text
     # the reference has a figure for iid only: a paper column after iid, none after concept-shift
     assert "| algorithm | iid | paper | concept-shift |\n" in text
     assert "| fedpac | 72.5 ± 3.5 | 80.1 | 50.0 |\n\nend\n" in text and "| old |" not in text
@@ -84,7 +84,7 @@ def test_a_partition_without_any_reference_figure_gets_no_paper_column():
     lines = script.drop_empty_reference_columns(table.splitlines())
     assert lines[0] == "| algorithm | iid | paper | concept-shift |"  # concept-shift has no figure: no column
     assert lines[1] == "|---|---|---|---|"
-    assert lines[2] == "| clove | 85.0 ± 7.1 | 91.3 | 60.0 |"
+    assert lines[2] == "| clove | 85.0 ± 7.1 | 91.3 | 60.0 [1 of 2 runs] |"
     assert lines[3] == "| fedpac | 72.5 ± 3.5 | — | 50.0 |"  # a missing figure in a kept column stays a dash
     empty, _ = pivot_table(ROWS, "final_accuracy", reference={})
     assert script.drop_empty_reference_columns(empty.splitlines())[0] == "| algorithm | iid | concept-shift |"
@@ -175,10 +175,10 @@ def test_a_pivot_by_another_field_and_a_summary_headline_such_as_epsilon(tmp_pat
     assert script.main(args) == 1  # written; the failed ifca run is named
     text = page.read_text()
     header = "| algorithm | dp_noise=0.0 | dp_noise=1.0 |\n|---|---|---|\n"
-    assert header + "| clove | 1.00 ± 0.00 (2/2) | 0.30 ± 0.14 (0/2) |\n| ifca | 0.50 (0/1) | 0.00 (0/1) |\n" in text
+    assert header + "| clove | 1.00 ± 0.00 (2/2) | 0.30 ± 0.14 (0/2) |\n| ifca | 0.50 (0/1) | 0.00 (0/1) [1 of 2 runs] |\n" in text
     # epsilon: the mean over the seeds that finished (4000, 4002 -> 4,001; the failed ifca seed left out: 6),
     # "-" where no run was noised
-    assert header + "| clove | - | 4,001 |\n| ifca | - | 6 |\n\nend\n" in text
+    assert header + "| clove | - | 4,001 |\n| ifca | - | 6 [1 of 2 runs] |\n\nend\n" in text
     assert script.main(["--check", *args]) == 1  # the failed run keeps it unfinished ...
     assert page.read_text() == text  # ... and --check writes nothing
 
@@ -201,3 +201,52 @@ def test_a_summary_headline_that_is_not_a_number_or_a_field_that_was_not_swept_i
     with pytest.raises(SystemExit, match=r"summary.json: not JSON"):
         script.main(["--page", str(page), "--runs", str(runs)])
     assert page.read_text() == "<!-- sweep: dp pivot=dp_epsilon columns=dp_noise -->\n| old |\n"
+
+
+def test_one_pivot_over_several_sweeps_reads_a_running_or_unstarted_one_from_its_spec(tmp_path):
+    """`with=`: the CLoVE-paper tables put a column per spec in one table; a sweep stopped part way (no
+    results.csv) is read from its spec and its run folders, one never started is all "not finished"."""
+    import json
+    import shutil
+
+    from cfl_core.sweep import SweepSpec, run_sweep
+
+    specs, runs = tmp_path / "sweeps", tmp_path / "runs"
+    specs.mkdir()
+    tiny = {"clusters": 2, "clients_per_cluster": 2, "samples_per_client": 20, "rounds": 2}
+    for name, partition in (("a", "label-skew-1"), ("b", "concept-shift"), ("c", "feature-skew")):
+        spec = {"name": name, "base": {**tiny, "partition": partition},
+                "grid": {"algorithm": ["oracle", "fedavg"], "seed": [0, 1]}, "folder": "seed{seed}/{algorithm}"}
+        (specs / f"{name}.yaml").write_text(json.dumps(spec))  # JSON is YAML
+    for name in ("a", "b"):
+        run_sweep(SweepSpec.from_file(specs / f"{name}.yaml"), runs / name, executor="serial")
+    # b stopped part way: no tables written yet, one run not done (its folder half written)
+    (runs / "b" / "results.csv").unlink()
+    shutil.rmtree(runs / "b" / "seed1" / "fedavg")
+    (runs / "b" / "seed1" / "fedavg").mkdir()
+    page = tmp_path / "paper.md"
+    page.write_text("<!-- sweep: a pivot=final_accuracy with=b,c -->\n| old |\n")
+    script = _script()
+    script.SPECS = specs
+    args = ["--page", str(page), "--runs", str(runs)]
+    assert script.main(args) == 1  # written; not complete
+    lines = page.read_text().splitlines()
+    assert lines[1] == "| algorithm | label-skew-1 | concept-shift | feature-skew |"
+    oracle, fedavg = (script.cells(line) for line in lines[3:5])
+    assert oracle[0] == "oracle" and oracle[3] == "-" and "[" not in oracle[1] + oracle[2]
+    assert fedavg[0] == "fedavg" and fedavg[2].endswith("[1 of 2 runs]") and fedavg[3] == "-"
+    # the one finished fedavg seed of b is that run's own accuracy
+    summary = json.loads((runs / "b" / "seed0" / "fedavg" / "summary.json").read_text())
+    assert fedavg[2] == f"{summary['final_accuracy'] * 100:.1f} [1 of 2 runs]"
+    assert not (runs / "b" / "results.csv").exists() and not (runs / "c").exists()  # read only
+
+
+def test_a_with_name_that_is_a_path_is_refused(tmp_path):
+    import pytest
+
+    page = tmp_path / "paper.md"
+    script = _script()
+    for bad in ("..", "../etc", ".hidden"):
+        page.write_text(f"<!-- sweep: a pivot=final_accuracy with=b,{bad} -->\n| old |\n")
+        with pytest.raises(SystemExit, match="is not a sweep's name"):
+            script.main(["--page", str(page), "--runs", str(tmp_path)])

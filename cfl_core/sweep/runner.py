@@ -234,10 +234,24 @@ def _read_back(folder: SweepFolder, points) -> tuple[dict, dict]:
     return statuses, summaries
 
 
-def _write_tables(spec: SweepSpec, folder: SweepFolder, points, statuses, summaries, command: str) -> str:
+def _rows(folder: SweepFolder, points, statuses, summaries) -> list[dict]:
     rows = [row_of(p, folder.marker(p) if statuses[p.key] != "missing" else None, summaries[p.key]) for p in points]
     for row, p in zip(rows, points):
         row["status"] = statuses[p.key]
+    return rows
+
+
+def rows_now(spec: SweepSpec, out: str | Path, max_points: int | None = DEFAULT_MAX_POINTS) -> list[dict]:
+    """results.csv's rows as the folder `out` holds them now, read without its lock and writing nothing: a sweep
+    still running, or stopped part way, gives its finished runs and "missing" for the others (a run in
+    flight included); a folder not made yet gives every point "missing"."""
+    points = spec.expand(max_points).points
+    folder = SweepFolder(out)
+    return _rows(folder, points, *_read_back(folder, points))
+
+
+def _write_tables(spec: SweepSpec, folder: SweepFolder, points, statuses, summaries, command: str) -> str:
+    rows = _rows(folder, points, statuses, summaries)
     _write_text(folder.root / RESULTS_FILE, results_csv(spec.swept, rows))
     table, notes = summary_table(spec.swept, points, summaries, statuses)
     counts = {"points": len(points), "finished": sum(s == FINISHED for s in statuses.values()),

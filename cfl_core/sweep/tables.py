@@ -280,7 +280,8 @@ def pivot_table(rows: list[dict[str, Any]], measure: str, row_field: str = "algo
     `column_field` value, both in first-seen order; a cell is the measure over the finished runs (seeds).
 
     With `reference` ({(column value, row value): figure}, accuracy as a fraction) each column is followed by
-    the reference's figure for it ("—" where it has none). Notes name the cells with runs not finished."""
+    the reference's figure for it ("—" where it has none). Notes name the cells with runs not finished; a cell
+    with some finished says over how many ("[1 of 3 runs]"), one with none is "-"."""
     row_values = list(dict.fromkeys(r[row_field] for r in rows))
     column_values = list(dict.fromkeys(r[column_field] for r in rows))
     members: dict[tuple[str, str], list[dict]] = {}
@@ -298,7 +299,10 @@ def pivot_table(rows: list[dict[str, Any]], measure: str, row_field: str = "algo
             done = [r for r in cell if r.get("status") == "finished"]
             if len(done) < len(cell):
                 notes.append(f"{c}, {a}: {len(cell) - len(done)} of {len(cell)} runs not finished")
-            cells.append(pivot_cell([r.get(measure) for r in done], measure) if cell else "-")
+            text = pivot_cell([r.get(measure) for r in done], measure) if cell else "-"
+            if 0 < len(done) < len(cell):  # a mean over fewer seeds than the sweep asks says so in its cell
+                text += f" [{len(done)} of {len(cell)} runs]"
+            cells.append(text)
             if reference is not None:
                 figure = reference.get((c, a))
                 cells.append(MISSING_FIGURE if figure is None else
