@@ -3,6 +3,7 @@
     python benchmarks/cnn_paper_round.py profile [--threads 2] [--samples 1000] [--variant before]
     python benchmarks/cnn_paper_round.py variants [--threads 2] [--repeats 7] [--variants base,slice1024,...]
     python benchmarks/cnn_paper_round.py conv [--threads 2]   # the plain single-model nn.Conv2d yardstick
+    python benchmarks/cnn_paper_round.py gemm [--threads 2] [--repeats 5]   # the round's convolutions as bare GEMMs
 
 The round is the bench row `clove round cnn (paper size)`: one CLoVE round of the CLoVE paper's Fashion-MNIST
 concept-shift setting on synthetic 28x28 images (20 clients x 1,000 samples, 400 test each, K = 4, the LeNet
@@ -15,6 +16,10 @@ training+aggregation, evaluation) and kind (conv forward, pool, backward, layout
 rounds and of its rounds over the matmul timed just before (the ratio the issue's target is set in).
 `conv` times the loss matrix's arithmetic as a plain single-model nn.Sequential (conv, relu, pool, conv, relu,
 pool, linear) over the same 80,000 samples in batches, the reference for the 40% target.
+`gemm` times the round's convolution and linear arithmetic as the bare matrix products it reduces to (im2col
+shapes, the im2col itself, pooling, activations, the optimiser and every copy left out), each product timed at
+its own shape and multiplied by how often a round needs it, against the same 70-GFLOP torch.mm: what the round
+would cost if nothing but its products took time, with this machine's BLAS.
 A benchmark script, never a test; the machine's load is printed first and last.
 """
 from __future__ import annotations
@@ -324,9 +329,87 @@ def conv(args) -> None:
               f"{flops / t / 1e9:.1f} GFLOP/s")
 
 
+def round_products(samples: int = 1000, clients: int = 20, k: int = 4, test: int = 400, batch: int = 100):
+    """[(phase, what, (m, k), (k, n), calls a round)]: the paper round's convolutions and linear layers as matrix
+    products (im2col: a 5x5 convolution of C_in channels over P output positions is [P, 25 C_in] @ [25 C_in, C_out]).
+    Training: every client's model, one step per batch (forward, the input gradient of the second convolution and
+    the linear layer, the weight gradients); loss matrix: the K models over every training sample, the first
+    convolutions of the K models stacked (as the code does) in slices of STACKED_SAMPLES / K; evaluation: each
+    client's test samples on its model, slices of SLICE."""
+    steps = clients * (samples // batch)
+    lm_slice = max(32, cnn.STACKED_SAMPLES // k)
+    lm_calls = clients * samples / lm_slice
+    ev_calls = clients * test / cnn.SLICE
+    return [
+        ("train", "conv1 forward", (batch * 576, 25), (25, 6), steps),
+        ("train", "conv2 forward", (batch * 64, 150), (150, 16), steps),
+        ("train", "linear forward", (batch, 256), (256, 10), steps),
+        ("train", "linear input grad", (batch, 10), (10, 256), steps),
+        ("train", "linear weight grad", (10, batch), (batch, 256), steps),
+        ("train", "conv2 input grad", (batch * 64, 16), (16, 150), steps),
+        ("train", "conv2 weight grad", (150, batch * 64), (batch * 64, 16), steps),
+        ("train", "conv1 weight grad", (25, batch * 576), (batch * 576, 6), steps),
+        ("loss matrix", "conv1 forward, K stacked", (lm_slice * 576, 25), (25, 6 * k), lm_calls),
+        ("loss matrix", "conv2 forward", (lm_slice * 64, 150), (150, 16), lm_calls * k),
+        ("loss matrix", "linear forward", (lm_slice, 256), (256, 10), lm_calls * k),
+        ("evaluation", "conv1 forward", (cnn.SLICE * 576, 25), (25, 6), ev_calls),
+        ("evaluation", "conv2 forward", (cnn.SLICE * 64, 150), (150, 16), ev_calls),
+        ("evaluation", "linear forward", (cnn.SLICE, 256), (256, 10), ev_calls),
+    ]
+
+
+def gemm(args) -> None:
+    """The round's products, each timed at its shape in its faster orientation (median of repeats, the matmul timed
+    between), summed."""
+    products = round_products(args.samples)
+    gen = torch.Generator().manual_seed(0)
+    # each product in both orientations, A @ B and its transpose B^T @ A^T (contiguous operands): the faster counts,
+    # as a convolution may lay out its output either way (a 6-column product runs far below a 6-row one)
+    operands, outs = [], []
+    for _, _, a, b, _ in products:
+        x, y = torch.randn(*a, generator=gen), torch.randn(*b, generator=gen)
+        operands.append(((x, y), (y.t().contiguous(), x.t().contiguous())))
+        outs.append((torch.empty(a[0], b[1]), torch.empty(b[1], a[0])))
+    mm = _mm()
+    totals, mms = [], []
+    per_product = defaultdict(list)
+    for _ in range(args.repeats):
+        mms.append(mm())
+        total = 0.0
+        for i, ((phase, what, a, b, calls), pairs, out_pair) in enumerate(zip(products, operands, outs)):
+            reps = max(3, min(200, int(2e8 / (2 * a[0] * a[1] * b[1]))))  # about 0.2 GFLOP of calls a timing
+            each = float("inf")
+            for (x, y), out in zip(pairs, out_pair):
+                torch.mm(x, y, out=out)
+                t = CLOCK()
+                for _ in range(reps):
+                    torch.mm(x, y, out=out)
+                each = min(each, (CLOCK() - t) / reps)
+            per_product[i].append(each * calls)
+            total += each * calls
+        totals.append(total)
+        mms.append(mm())
+    m = statistics.median(mms)
+    print(f"  torch.mm {MM_N}^3 (70.1 GFLOP): {m:.3f} s, {2 * MM_N ** 3 / m / 1e9:.0f} GFLOP/s")
+    by_phase = defaultdict(float)
+    flops_all = 0.0
+    for i, (phase, what, a, b, calls) in enumerate(products):
+        t = statistics.median(per_product[i])
+        flops = 2 * a[0] * a[1] * b[1] * calls
+        flops_all += flops
+        by_phase[phase] += t
+        print(f"  {phase:12s} {what:26s} [{a[0]}x{a[1]}]@[{b[0]}x{b[1]}] x {calls:7.1f}: {t:.3f} s, "
+              f"{flops / 1e9:5.2f} GFLOP, {flops / t / 1e9:6.1f} GFLOP/s")
+    total = statistics.median(totals)
+    print("  " + ", ".join(f"{p} {t:.3f} s" for p, t in by_phase.items()))
+    print(f"  the round's products: {flops_all / 1e9:.1f} GFLOP in {total:.3f} s ({flops_all / total / 1e9:.0f} "
+          f"GFLOP/s) = {total / m:.2f}x the matmul (median over {args.repeats} repeats; the target is the whole "
+          f"round at 1.5x)")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=("profile", "variants", "conv"))
+    ap.add_argument("mode", choices=("profile", "variants", "conv", "gemm"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=7)
@@ -341,7 +424,7 @@ def main(argv=None) -> None:
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     torch.set_num_threads(args.threads)
     print(f"load {load_average()}")
-    {"profile": profile, "variants": variants, "conv": conv}[args.mode](args)
+    {"profile": profile, "variants": variants, "conv": conv, "gemm": gemm}[args.mode](args)
     print(f"load {load_average()}")
 
 
