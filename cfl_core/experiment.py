@@ -93,10 +93,15 @@ def _metric(fn, truth: np.ndarray, labels: np.ndarray) -> float | None:
 
 class Experiment:
     def __init__(self, config: ExperimentConfig, out_dir: str | Path | None = None, setup: Setup | None = None,
-                 *, overwrite: bool = False, _resume=None, _lock=None):
+                 *, overwrite: bool = False, save_every: float = 0.0, _resume=None, _lock=None):
         """`out_dir`: the run folder (None: nothing is written). A folder that already holds a run is refused
-        unless `overwrite` (its run files are replaced); `Experiment.resume` continues one instead."""
+        unless `overwrite` (its run files are replaced); `Experiment.resume` continues one instead.
+        `save_every`: seconds between checkpoints (0: after every round, as a run does); each round's line is
+        written as it ends, synced to disk with the next checkpoint (a sweep's runs in flight save every 30 s:
+        a checkpoint costs milliseconds, which is most of a small run's round)."""
         config.validate()
+        self.save_every = float(save_every)
+        self._saved_at = time.perf_counter()
         if out_dir is not None and _resume is None and holds_run(out_dir) and not overwrite:
             raise ConfigError("out_dir", str(out_dir), "a folder that holds no run yet (it holds one: overwrite "
                                                        "it, or resume it)")
@@ -193,7 +198,7 @@ class Experiment:
 
     # -- resuming ----------------------------------------------------------------------------------
     @classmethod
-    def resume(cls, folder: str | Path, setup: Setup | None = None) -> "Experiment":
+    def resume(cls, folder: str | Path, setup: Setup | None = None, *, save_every: float = 0.0) -> "Experiment":
         """The run saved in `folder`, ready to continue from its last finished round (ResumeError if it cannot).
 
         Its next records are those the run would have written had it never stopped. A run
@@ -208,13 +213,13 @@ class Experiment:
         except OSError as exc:
             raise ResumeError(f"{folder} cannot be opened ({exc.strerror or type(exc).__name__})") from None
         try:
-            return cls._resume_locked(folder, setup, lock)
+            return cls._resume_locked(folder, setup, lock, save_every)
         except BaseException:
             lock.release()
             raise
 
     @classmethod
-    def _resume_locked(cls, folder: Path, setup: Setup | None, lock) -> "Experiment":
+    def _resume_locked(cls, folder: Path, setup: Setup | None, lock, save_every: float = 0.0) -> "Experiment":
         try:
             saved = load_run(folder)
         except FileNotFoundError:
@@ -230,7 +235,7 @@ class Experiment:
             config = ExperimentConfig.from_dict(saved.config)
         except ConfigError as exc:
             raise ResumeError(f"{folder}/config.json cannot be resumed: {exc}") from None
-        return cls(config, out_dir=folder, setup=setup, _resume=saved, _lock=lock)
+        return cls(config, out_dir=folder, setup=setup, save_every=save_every, _resume=saved, _lock=lock)
 
     def _restore(self, saved) -> int | None:
         """Put the checkpoint of `saved` (a SavedRun of this config) back; None when there is none (a fresh start)."""
@@ -383,9 +388,12 @@ class Experiment:
         self.round += 1
         if self.writer:
             began = time.perf_counter()
-            self.writer.append(record)
+            due = began - self._saved_at >= self.save_every
+            self.writer.append(record, sync=due)
             wrote = time.perf_counter()
-            self._save_checkpoint()
+            if due:
+                self._save_checkpoint()
+                self._saved_at = time.perf_counter()
             self.phase_seconds.update(rounds_jsonl=wrote - began, checkpoint=time.perf_counter() - wrote)
         return record
 

@@ -244,14 +244,16 @@ class RunWriter:
         except OSError as exc:
             raise self.write_error(f"write {self.folder / name}", exc) from None
 
-    def append(self, record: RoundRecord) -> None:
+    def append(self, record: RoundRecord, sync: bool = True) -> None:
+        """The round's line, flushed; with `sync` also on disk (before a checkpoint that counts on it)."""
         self.check()
         try:
             if self._rounds is None:
                 self._rounds = open(self.folder / ROUNDS_FILE, "a", encoding="utf-8")
             self._rounds.write(record.to_json() + "\n")
             self._rounds.flush()
-            os.fsync(self._rounds.fileno())
+            if sync:
+                os.fsync(self._rounds.fileno())
         except OSError as exc:
             raise self.write_error(f"append to {self.folder / ROUNDS_FILE}", exc) from None
 

@@ -52,6 +52,9 @@ def executor_failure(task: dict, exc: BaseException) -> dict:
 class Executor:
     name = "base"
     slots = 1
+    # the workers see the driver's files (this machine): a run in flight checkpoints into the sweep folder, so a
+    # sweep stopped part way resumes its runs from their last checkpoint (runner.py, task.py)
+    shares_files = False
 
     def __enter__(self):
         return self
@@ -78,6 +81,7 @@ class Executor:
 
 class SerialExecutor(Executor):
     name = "serial"
+    shares_files = True
 
     def __init__(self, threads: int = 1):
         import torch
@@ -104,6 +108,7 @@ class SerialExecutor(Executor):
 
 class LocalExecutor(Executor):
     name = "local"
+    shares_files = True
 
     def __init__(self, workers: int, threads: int = 1):
         self.workers, self.threads = workers, threads

@@ -13,6 +13,10 @@ so a sweep killed at any moment leaves every finished run complete and no half-w
 A point is finished when its folder's sweep_point.json has its key and status finished.
 `.lock` is held (flock) while a driver writes the folder: a second driver is refused, so two
 sweeps started together into one --out never mix (nor does a terminal take over a dashboard's).
+A run in flight (local and serial executors: the workers share this machine's files) writes its rounds and a
+checkpoint at most every PARTIAL_SAVE_EVERY_S seconds into `.cfl-sweep-partial/<point key>/`; a sweep stopped
+part way resumes those runs from their checkpoints, with the records of a run that never stopped, and the
+folder goes once the point's run folder is in place.
 The driver deletes only what it made: entries of its own working folders whose names it gives
 (`<point key>-<run id>`), never a `.tmp` or `.trash` of the user's.
 """
@@ -43,6 +47,8 @@ SUMMARY_FILE = "summary.md"
 LOCK_FILE = ".lock"
 TMP_DIR = ".cfl-sweep-tmp"  # a run folder being written, renamed into place when whole
 TRASH_DIR = ".cfl-sweep-trash"  # a failed run's old folder on its way out
+PARTIAL_DIR = ".cfl-sweep-partial"  # <point key>/: a run in flight, checkpointed (resumed by the next driver)
+_KEY = re.compile(r"[0-9a-f]{16}")
 _OWN_ENTRY = re.compile(r"[0-9a-f]{16}-[0-9a-f]{12}")  # <point key>-<run id>: the only names these folders get
 
 # states of a point's folder
@@ -110,6 +116,41 @@ class SweepFolder:
                 os.rmdir(work)  # only when empty: anything else in it stays
             except OSError:
                 pass
+
+    # -- runs in flight ------------------------------------------------------------------------------
+    def partial_root(self) -> Path | None:
+        """`.cfl-sweep-partial`, made if missing; None when something else holds that name (a link, a file: the
+        runs then go without checkpoints, and nothing is written through it)."""
+        root = self.root / PARTIAL_DIR
+        try:
+            os.mkdir(root)
+        except FileExistsError:
+            pass
+        except OSError:
+            return None
+        try:
+            return root if stat.S_ISDIR(os.lstat(root).st_mode) else None
+        except OSError:
+            return None
+
+    def partial(self, point) -> Path | None:
+        """Where the point's run checkpoints while in flight (None: nowhere safe to)."""
+        root = self.partial_root()
+        return root / point.key if root is not None and _KEY.fullmatch(point.key) else None
+
+    def drop_partial(self, point) -> None:
+        """Forget the point's checkpointed run (its run folder is in place); the folder goes when empty."""
+        root = self.root / PARTIAL_DIR
+        try:
+            if not stat.S_ISDIR(os.lstat(root).st_mode):
+                return
+        except OSError:
+            return
+        discard(root / point.key)
+        try:
+            os.rmdir(root)
+        except OSError:
+            pass
 
     # -- reading ------------------------------------------------------------------------------------
     def state(self, point) -> str:
@@ -184,3 +225,19 @@ class SweepFolder:
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
         return marker
+
+
+def discard(path: Path) -> None:
+    """Remove `path` itself: a directory with what is in it (links inside removed, never followed), or a link,
+    file or pipe (only the entry: never what a link points to)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass

@@ -122,6 +122,9 @@ def run_sweep(spec: SweepSpec, out: str | Path, *, executor: "str | Executor" = 
         states = {p.key: folder.state(p) for p in points}  # again, under the lock: another driver may have
         check_out(folder, spec, points, states, replace)   # written this folder since we looked
         todo = [p for p in points if states[p.key] != DONE]
+        for p in points:
+            if states[p.key] == DONE:
+                folder.drop_partial(p)  # a driver killed between a run's folder and dropping its checkpoints
         command = command or _command()
         progress = Progress(total=len(points), skipped=len(points) - len(todo))
         given = executor if isinstance(executor, Executor) else None
@@ -193,6 +196,11 @@ def check_out(folder: SweepFolder, spec: SweepSpec, points, states: dict, replac
                                       f"pass --replace to overwrite them, or choose another --out)")
 
 
+# a run in flight checkpoints this often (seconds) when the workers share the sweep folder's machine: a sweep
+# stopped part way loses at most this much of each run; each checkpoint costs milliseconds, most of a small round
+PARTIAL_SAVE_EVERY_S = 30.0
+
+
 def _drive(ex, todo, folder: SweepFolder, progress: Progress, threads: int, info: dict, on_progress) -> None:
     queue = list(todo)
     inflight: dict = {}
@@ -201,6 +209,9 @@ def _drive(ex, todo, folder: SweepFolder, progress: Progress, threads: int, info
             while queue and len(inflight) < ex.slots:
                 point = queue.pop(0)
                 task = {"key": point.key, "config": point.config.to_dict(), "threads": threads}
+                partial = folder.partial(point) if getattr(ex, "shares_files", False) else None
+                if partial is not None:
+                    task.update(partial=os.path.abspath(partial), save_every=PARTIAL_SAVE_EVERY_S)
                 inflight[ex.submit(task)] = point
                 folder.event("started", key=point.key, folder=point.folder)
                 progress.running += 1
@@ -210,6 +221,7 @@ def _drive(ex, todo, folder: SweepFolder, progress: Progress, threads: int, info
             for handle, result in ex.wait(list(inflight), timeout=0.5):
                 point = inflight.pop(handle)
                 marker = folder.write_run(point, result, {"executor": info.get("executor")})
+                folder.drop_partial(point)  # finished or failed, the run folder now holds it
                 folder.event("finished" if result["status"] == FINISHED else "failed", key=point.key,
                              run_id=marker["run_id"], error=result.get("error"))
                 progress.running -= 1

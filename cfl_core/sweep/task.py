@@ -6,6 +6,10 @@ config, partition, meta and summary as the run folder holds them, every round as
 `rounds.jsonl` line, and the status (a failure is returned with its error, never raised).
 Only JSON-able values travel in either direction, so the worker needs no shared file system.
 
+With `partial` (a folder of this machine: the local and serial executors) the run checkpoints there as it goes,
+every `save_every` seconds, and a task that finds a checkpointed run of its config there resumes it: a sweep
+stopped part way loses at most that much of each run in flight. The result is the same either way.
+
 Records depend on torch's thread count (a reduction split over threads adds in another
 order), so every run sets it: the same point gives the same records in any executor only
 with the same `threads` (the sweep's --cpus-per-run, 1 by default).
@@ -69,10 +73,35 @@ def warm_worker() -> dict:
     return {"pid": os.getpid(), "cpu_seconds": cpu}
 
 
+def _experiment(config, setup, task: dict):
+    """(the point's Experiment, the round it starts from): resumed from the task's partial folder when it holds a
+    checkpointed run of this config, new there otherwise (what was there discarded), or with no folder at all
+    when the task has none or its parent is not a plain directory (never written through a link)."""
+    from pathlib import Path
+
+    from ..errors import ResumeError
+    from ..experiment import Experiment
+    from ..jsonio import read_json
+    from .folder import discard
+
+    partial = task.get("partial")
+    if not partial or not Path(partial).parent.is_dir() or Path(partial).parent.is_symlink():
+        return Experiment(config, setup=setup), 0
+    path, every = Path(partial), float(task.get("save_every", 0.0))
+    if path.is_dir() and not path.is_symlink() and read_json(path / "config.json") == config.to_dict():
+        try:
+            exp = Experiment.resume(path, setup=setup, save_every=every)
+            return exp, exp.round
+        except ResumeError:
+            pass  # damaged, finished or another's: the run starts again
+    discard(path)
+    path.mkdir()
+    return Experiment(config, out_dir=path, setup=setup, save_every=every), 0
+
+
 def run_point(task: dict) -> dict:
     """Run one point; never raises for a failing run (its error comes back in the result)."""
     from ..config import ExperimentConfig
-    from ..experiment import Experiment
     from ..records import FAILED, FINISHED, summarize
 
     threads = int(task.get("threads", 1))
@@ -86,11 +115,14 @@ def run_point(task: dict) -> dict:
         pin_threads(threads)
         config = ExperimentConfig.from_dict(task["config"])
         setup = _setup(config)
-        exp = Experiment(config, setup=setup)
+        exp, resumed = _experiment(config, setup, task)
         out["partition"] = setup.partition.to_json()
         out["meta"] = {**exp.meta(), "torch_threads": threads}
-        for record in exp:
-            out["records"].append(record.to_json())
+        if resumed:
+            out["meta"]["resumed"] = [{"round": resumed}]  # as a resumed run's meta.json says
+        for _ in exp:
+            pass
+        out["records"] = [record.to_json() for record in exp.records]  # resumed: the rounds before the stop too
         out["summary"] = exp.close()
         out["meta"].update(exp.training_facts())  # the path as observed over the run
         out["status"] = FINISHED
@@ -98,7 +130,14 @@ def run_point(task: dict) -> dict:
         out["error"] = f"{type(exc).__name__}: {exc}"
         out["traceback"] = traceback.format_exc(limit=20)
         records = exp.records if exp is not None else []
+        out["records"] = [record.to_json() for record in records]
         out["summary"] = summarize(task["config"].get("algorithm", "?"), records, FAILED)
+        if exp is not None and exp.writer is not None:
+            exp.writer.close()  # the partial folder's lock: the driver discards the folder
+    except BaseException:  # stopped (Ctrl-C, a cancelled sweep): the checkpoint stays for the next driver, unlocked
+        if exp is not None and exp.writer is not None:
+            exp.writer.close()
+        raise
     out["wall_seconds"] = time.perf_counter() - clock
     out["python"] = platform.python_version()
     return out

@@ -69,7 +69,9 @@ def runs_under(source: str | Path) -> list[tuple[str, SavedRun]]:
         raise ConfigError("RUN_OR_SWEEP", str(source), "a run folder (with config.json) or a sweep folder")
     if (folder / CONFIG_FILE).is_file():
         return [(folder.resolve().name, load_run(folder))]
-    found = sorted((parts, path) for parts, path, _ in walk_run_folders(folder, max_depth=SWEEP_DEPTH))
+    # hidden folders are the sweep's own work (runs in flight, being written or on their way out): never exported
+    found = sorted((parts, path) for parts, path, _ in walk_run_folders(folder, max_depth=SWEEP_DEPTH,
+                                                                         accept=lambda name: not name.startswith(".")))
     if not found:
         raise ConfigError("RUN_OR_SWEEP", str(source), "a run folder (with config.json) or a sweep folder holding "
                                                        "runs: none was found in it")
