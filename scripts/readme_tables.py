@@ -15,9 +15,9 @@ says FIELD=value). MEASURE may also be a headline of the runs' summary.json that
 (SUMMARY_MEASURES: dp_epsilon, the privacy spent): read from each finished run's folder, the cell its mean over
 the seeds, "-" where no run has it (no noise: no privacy guarantee).
 `with=NAME2,NAME3` adds the rows of other sweeps to the pivot (one table over several specs, e.g. a column
-per structure). A sweep with no results.csv yet (never run, or running and never stopped) is read from its spec,
-sweeps/NAME.yaml, and its folder as it is: its finished runs, the others not finished; a cell over fewer runs
-than the spec asks says so ("[1 of 3 runs]").
+per structure). A pivot reads a sweep folder as it is now (the spec its sweep.json holds and its run folders), so
+a sweep still running or stopped part way gives its finished runs, the others not finished; one not started yet
+is read from sweeps/NAME.yaml. A cell over fewer runs than the spec asks says so ("[1 of 3 runs]").
 `reference=FILE` (a CSV under the repository: partition, algorithm, the measure, where) adds a
 "paper" column after each partition with the reference's figure, "—" where it has none; a partition for which
 the reference has no figure at all gets no such column (a column of dashes says nothing the text cannot). Every
@@ -196,28 +196,36 @@ def name_columns(lines: list[str], field: str) -> list[str]:
 
 
 def sweep_rows(runs: Path, name: str, column: str) -> list[dict]:
-    """results.csv's rows of runs/NAME; without a results.csv (a sweep not run yet, or still running when it
-    has never stopped), the rows of its spec sweeps/NAME.yaml as the folder holds them now (read only). A
-    `column` field the sweep does not sweep is taken from its spec's base (one spec per structure)."""
+    """results.csv's rows of runs/NAME, as the folder holds them now: from the spec in its sweep.json (what ran)
+    and its run folders, read only, so a sweep still running or stopped part way (whose results.csv is missing or
+    older than its runs) gives its finished runs and the others not finished; a folder without sweep.json: its
+    results.csv, or when it has none the spec sweeps/NAME.yaml with every point not finished (a sweep not started).
+    A `column` field the sweep does not sweep is taken from its spec's base (one spec per structure)."""
     from cfl_core.errors import ConfigError
+    from cfl_core.run_reader import read_json_object
+    from cfl_core.sweep.runner import rows_now
     from cfl_core.sweep.spec import SweepSpec
 
-    rows, problems = read_results_file(runs / name)  # a regular file only, bounded; a damaged one in one line
-    spec_path = SPECS / f"{name}.yaml"
-    spec = None
-    if spec_path.is_file() and (rows is None and not problems or rows and column not in rows[0]):
-        try:
-            spec = SweepSpec.from_file(spec_path)
-            if rows is None:
-                from cfl_core.sweep.runner import rows_now
-
-                rows = rows_now(spec, runs / name)
-        except ConfigError as exc:
-            raise SystemExit(f"sweep {name}: {exc}") from None
+    folder = runs / name
+    ran, problem = read_json_object(folder / "sweep.json")
+    if problem:
+        raise SystemExit(f"sweep {name}: {problem} (in {folder})")
+    rows, problems, spec = None, [], None
+    try:
+        if ran is not None:
+            spec = SweepSpec.from_dict(ran.get("spec"))
+            rows = rows_now(spec, folder)
+        else:
+            rows, problems = read_results_file(folder)  # a regular file only, bounded; a damaged one in one line
+            if (SPECS / f"{name}.yaml").is_file() and (rows is None and not problems or rows and column not in rows[0]):
+                spec = SweepSpec.from_file(SPECS / f"{name}.yaml")
+                rows = rows_now(spec, folder) if rows is None else rows
+    except (ConfigError, TypeError, AttributeError) as exc:  # a sweep.json whose spec is not one
+        raise SystemExit(f"sweep {name}: its spec cannot be read ({exc})") from None
     if rows is None or problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise SystemExit(f"sweep {name}: {problems[0] if problems else 'results.csv is missing'}{more} "
-                         f"(in {runs / name})")
+                         f"(in {folder})")
     fixed = spec.base.get(column) if spec is not None else None
     for row in rows:
         row["_sweep"] = name

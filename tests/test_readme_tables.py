@@ -31,6 +31,7 @@ def test_pivot_cells_are_means_over_seeds_and_ari_not_applicable_without_any():
     assert pivot_cell([1.0, 0.5], "final_ari") == "0.75 ± 0.35 (1/2)"
     assert pivot_cell([None, None], "final_ari") == "n/a"
     assert pivot_cell([], "final_ari") == "-"
+    assert pivot_cell([212.4, 230.6], "seconds") == "222 ± 13"  # what a cell's runs took
 
 
 def test_the_pivot_has_a_row_per_algorithm_and_names_cells_not_finished():
@@ -224,6 +225,7 @@ def test_one_pivot_over_several_sweeps_reads_a_running_or_unstarted_one_from_its
     (runs / "b" / "results.csv").unlink()
     shutil.rmtree(runs / "b" / "seed1" / "fedavg")
     (runs / "b" / "seed1" / "fedavg").mkdir()
+    (runs / "a" / "results.csv").write_text("key,folder,status,algorithm,seed\n")  # stale: the folder is what counts
     page = tmp_path / "paper.md"
     page.write_text("<!-- sweep: a pivot=final_accuracy with=b,c -->\n| old |\n")
     script = _script()

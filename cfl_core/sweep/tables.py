@@ -258,12 +258,13 @@ def grid_cells(rows: list[dict[str, Any]], by: list[str]) -> list[dict[str, Any]
 
 
 # -- a pivot of results.csv (the README's all-algorithm tables): a row per algorithm, a column per partition ---------
-PIVOT_MEASURES = ("final_accuracy", "final_ari")
+PIVOT_MEASURES = ("final_accuracy", "final_ari", "seconds")  # seconds: a run's wall time (what a table cost)
 MISSING_FIGURE = "—"
 
 
 def pivot_cell(values: list[float | None], measure: str) -> str:
-    """Mean ± std over the seeds: accuracy in % (1 decimal); ARI with how many seeds end at ARI = 1, or n/a."""
+    """Mean ± std over the seeds: accuracy in % (1 decimal); ARI with how many seeds end at ARI = 1, or n/a; a run's
+    seconds (whole)."""
     if measure not in PIVOT_MEASURES:
         raise ValueError(f"measure {measure!r}: one of {', '.join(PIVOT_MEASURES)}")
     present = [v for v in values if v is not None]
@@ -271,6 +272,8 @@ def pivot_cell(values: list[float | None], measure: str) -> str:
         return NOT_APPLICABLE if measure == "final_ari" and values else "-"
     if measure == "final_accuracy":
         return mean_std(present, 100, digits=1)
+    if measure == "seconds":
+        return mean_std(present, digits=0)
     return f"{mean_std(present)} ({sum(1 for v in present if v > 1 - 1e-9)}/{len(present)})"
 
 
