@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from ..errors import ConfigError, DataUnavailable, MissingExtra, ResumeError
@@ -62,7 +63,26 @@ def warn_plugin_problems() -> None:
         print(f"warning: {problem.message}", file=sys.stderr)
 
 
+def _stop(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """A `kill` (SIGTERM: a service manager, a container or a batch system stopping the job) stops a command the
+    way Ctrl-C does while it runs: a run writes its summary as stopped, a sweep its tables, both keep every
+    finished round. A shell's background job ignores Ctrl-C, so this is often the only clean way to stop one."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _stop)
+    except ValueError:  # not the main thread (main called from an application's worker): its signals are its own
+        previous = None
+    try:
+        return _main(argv, parser)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None, parser: argparse.ArgumentParser | None) -> int:
     parser = parser or build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) and args.command != "plugins":
