@@ -214,12 +214,13 @@ def sweep_rows(runs: Path, name: str, column: str) -> list[dict]:
     try:
         if ran is not None:
             spec = SweepSpec.from_dict(ran.get("spec"))
-            rows = rows_now(spec, folder)
+            rows, problems = rows_now(spec, folder)
         else:
             rows, problems = read_results_file(folder)  # a regular file only, bounded; a damaged one in one line
             if (SPECS / f"{name}.yaml").is_file() and (rows is None and not problems or rows and column not in rows[0]):
                 spec = SweepSpec.from_file(SPECS / f"{name}.yaml")
-                rows = rows_now(spec, folder) if rows is None else rows
+                if rows is None:
+                    rows, problems = rows_now(spec, folder)
     except (ConfigError, TypeError, AttributeError) as exc:  # a sweep.json whose spec is not one
         raise SystemExit(f"sweep {name}: its spec cannot be read ({exc})") from None
     if rows is None or problems:

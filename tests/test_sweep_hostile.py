@@ -130,14 +130,21 @@ def test_results_csv_that_csv_cannot_read_keeps_the_rows_before_it():
     assert [r["key"] for r in rows] == ["k1"] and problems and "results.csv line" in problems[0]
 
 
-def test_the_readme_tables_script_names_a_damaged_results_csv_in_one_line(sweeps, tmp_path):
-    damage(damaged_copy(sweeps, "bad"), "results.csv", None)
+def test_the_readme_tables_script_names_a_damaged_run_summary_in_one_line(sweeps, tmp_path):
+    """The tables come from the sweep's run folders (results.csv may be stale): a run's summary.json whose
+    measure is not a number is named, in one line; the damaged results.csv beside it is not what is read."""
+    bad = damaged_copy(sweeps, "bad")
+    damage(bad, "results.csv", None)
+    first = json.loads((bad / "sweep.json").read_text())["points"][0]["folder"]
+    summary = json.loads((bad / first / "summary.json").read_text())
+    (bad / first / "summary.json").write_text(json.dumps({**summary, "final_ari": "abc"}))
     readme = tmp_path / "README.md"
-    readme.write_text("<!-- sweep: bad pivot=final_ari -->\n| a |\n|---|\n")
+    readme.write_text("<!-- sweep: bad pivot=final_ari columns=algorithm -->\n| a |\n|---|\n")
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_tables.py"), "--readme", str(readme),
                            "--runs", str(sweeps), "--check"], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
-    assert "final_ari 'abc' is not a number" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert f"{first}/summary.json: final_ari 'abc' is not a number" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 # -- named pipes and huge files: no reader blocks or explodes --------------------------------------------------------

@@ -11,6 +11,7 @@ its error; the others go on.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 import time
@@ -26,7 +27,7 @@ from ..run_reader import read_json_object
 from .executors import Executor, check_executor, make_executor
 from .folder import DONE, FAILED_BEFORE, MISSING, OTHER, RESULTS_FILE, SUMMARY_FILE, SWEEP_FILE, SweepFolder
 from .spec import DEFAULT_MAX_POINTS, Expansion, SweepSpec
-from .tables import protocols_of, results_csv, row_of, summary_markdown, summary_table
+from .tables import parse_results, protocols_of, results_csv, row_of, summary_markdown, summary_table
 
 
 class InvalidPoints(ConfigError):
@@ -253,13 +254,25 @@ def _rows(folder: SweepFolder, points, statuses, summaries) -> list[dict]:
     return rows
 
 
-def rows_now(spec: SweepSpec, out: str | Path, max_points: int | None = DEFAULT_MAX_POINTS) -> list[dict]:
-    """results.csv's rows as the folder `out` holds them now, read without its lock and writing nothing: a sweep
-    still running, or stopped part way, gives its finished runs and "missing" for the others (a run in
-    flight included); a folder not made yet gives every point "missing"."""
+def rows_now(spec: SweepSpec, out: str | Path, max_points: int | None = DEFAULT_MAX_POINTS
+             ) -> tuple[list[dict], list[str]]:
+    """(results.csv's rows as the folder `out` holds them now, what is wrong in them), read without its lock and
+    writing nothing: a sweep still running, or stopped part way, gives its finished runs and "missing" for the
+    others (a run in flight included); a folder not made yet gives every point "missing". The rows are those
+    results.csv would hold, read back as results.csv is (values as text, measures as numbers): a run whose
+    summary.json gives a measure that is not a number has it left out, and named."""
     points = spec.expand(max_points).points
     folder = SweepFolder(out)
-    return _rows(folder, points, *_read_back(folder, points))
+    rows = _rows(folder, points, *_read_back(folder, points))
+    parsed, problems = parse_results(results_csv(spec.swept, rows))
+    line = re.compile(r"^results\.csv line (\d+): ")
+
+    def named(problem: str) -> str:  # "results.csv line 3" is the second point: say which run it is
+        m = line.match(problem)
+        index = int(m.group(1)) - 2 if m else -1
+        return f"{points[index].folder}/summary.json: {problem[m.end():]}" if 0 <= index < len(points) else problem
+
+    return parsed, [named(p) for p in problems]
 
 
 def _write_tables(spec: SweepSpec, folder: SweepFolder, points, statuses, summaries, command: str) -> str:
