@@ -113,3 +113,36 @@ def test_a_link_in_place_of_the_partial_folder_is_never_written_through(tmp_path
     assert _records(out / "seed0") == reference  # the run goes on, without checkpoints
     assert list(outside.iterdir()) == []
     assert (out / PARTIAL_DIR).is_symlink()  # not ours: left alone
+
+
+def test_a_partial_run_another_process_still_holds_is_left_alone(tmp_path, reference):
+    """A cancelled worker not ended yet still writes its partial folder: the new run goes without one."""
+    import multiprocessing
+
+    from cfl_core.folder_lock import FolderLock
+
+    out = tmp_path / "sweep"
+    held = out / PARTIAL_DIR / _key()
+    held.mkdir(parents=True)
+    (held / "config.json").write_text("{}")
+    ready, done = multiprocessing.get_context("spawn").Event(), multiprocessing.get_context("spawn").Event()
+    holder = multiprocessing.get_context("spawn").Process(target=_hold, args=(str(held), ready, done))
+    holder.start()
+    try:
+        assert ready.wait(60)
+        run_sweep(SweepSpec.from_dict(SPEC), out, executor="serial")
+    finally:
+        done.set()
+        holder.join(30)
+    assert _records(out / "seed0") == reference
+    assert (held / "config.json").read_text() == "{}"  # not discarded under the other process
+    FolderLock(held).release()  # and free again
+
+
+def _hold(folder, ready, done):
+    from cfl_core.folder_lock import FolderLock
+
+    lock = FolderLock(folder)
+    ready.set()
+    done.wait(60)
+    lock.release()

@@ -146,7 +146,9 @@ class SweepFolder:
                 return
         except OSError:
             return
-        discard(root / point.key)
+        entry = root / point.key
+        if not (entry.is_dir() and not entry.is_symlink() and held_elsewhere(entry)):
+            discard(entry)  # (one a cancelled worker still writes is left to it: the next sweep drops it)
         try:
             os.rmdir(root)
         except OSError:
@@ -241,3 +243,16 @@ def discard(path: Path) -> None:
             os.unlink(path)
         except OSError:
             pass
+
+
+def held_elsewhere(run_folder: Path) -> bool:
+    """Another process holds the run folder's lock (a cancelled sweep's worker not ended yet, still writing)."""
+    from ..folder_lock import FolderBusy, FolderLock
+
+    try:
+        FolderLock(run_folder).release()
+    except FolderBusy:
+        return True
+    except OSError:
+        return False
+    return False

@@ -82,12 +82,14 @@ def _experiment(config, setup, task: dict):
     from ..errors import ResumeError
     from ..experiment import Experiment
     from ..jsonio import read_json
-    from .folder import discard
+    from .folder import discard, held_elsewhere
 
     partial = task.get("partial")
     if not partial or not Path(partial).parent.is_dir() or Path(partial).parent.is_symlink():
         return Experiment(config, setup=setup), 0
     path, every = Path(partial), float(task.get("save_every", 0.0))
+    if path.is_dir() and not path.is_symlink() and held_elsewhere(path):
+        return Experiment(config, setup=setup), 0  # a stopped sweep's worker still ending there: never share it
     if path.is_dir() and not path.is_symlink() and read_json(path / "config.json") == config.to_dict():
         try:
             exp = Experiment.resume(path, setup=setup, save_every=every)
