@@ -88,9 +88,10 @@ def _experiment(config, setup, task: dict):
     if not partial or not Path(partial).parent.is_dir() or Path(partial).parent.is_symlink():
         return Experiment(config, setup=setup), 0
     path, every = Path(partial), float(task.get("save_every", 0.0))
-    if path.is_dir() and not path.is_symlink() and held_elsewhere(path):
+    plain = path.is_dir() and not path.is_symlink()
+    if plain and held_elsewhere(path):
         return Experiment(config, setup=setup), 0  # a stopped sweep's worker still ending there: never share it
-    if path.is_dir() and not path.is_symlink() and read_json(path / "config.json") == config.to_dict():
+    if plain and read_json(path / "config.json") == config.to_dict():
         try:
             exp = Experiment.resume(path, setup=setup, save_every=every)
             return exp, exp.round
